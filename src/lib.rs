@@ -1,0 +1,15 @@
+//! toolgate: a runtime policy enforcement sidecar for AI agents. Every tool call is checked
+//! against a local policy snapshot and comes back ALLOW, MODIFY, STEP_UP or BLOCK, with evidence.
+//!
+//! See `../shared/SPEC.md` for the API contract and `DESIGN.md` for the architecture.
+#![warn(missing_docs)]
+
+pub mod api;
+pub mod auth;
+pub mod explain;
+pub mod holds;
+pub mod ids;
+pub mod ledger;
+pub mod policy;
+pub mod store;
+pub mod vocab;
