@@ -5,11 +5,16 @@
 #![warn(missing_docs)]
 
 pub mod api;
+pub mod app;
 pub mod auth;
+pub mod config;
+pub mod control_plane;
 pub mod explain;
 pub mod holds;
 pub mod ids;
 pub mod ledger;
 pub mod policy;
+pub mod sessions;
+pub mod state;
 pub mod store;
 pub mod vocab;

@@ -187,7 +187,10 @@ impl Tree {
     }
 
     /// Every `(key, value)` whose key starts with `prefix`, in key order.
-    pub fn scan<T: DeserializeOwned>(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, T)>, StoreError> {
+    pub fn scan<T: DeserializeOwned>(
+        &self,
+        prefix: &[u8],
+    ) -> Result<Vec<(Vec<u8>, T)>, StoreError> {
         self.inner
             .scan_prefix(prefix)
             .map(|item| {
@@ -287,7 +290,10 @@ mod tests {
     fn a_second_open_of_the_same_dir_fails_cleanly() {
         let dir = tempfile::tempdir().unwrap();
         let _first = Store::open(dir.path()).unwrap();
-        assert!(matches!(Store::open(dir.path()), Err(StoreError::Open { .. })));
+        assert!(matches!(
+            Store::open(dir.path()),
+            Err(StoreError::Open { .. })
+        ));
     }
 
     #[test]
@@ -298,7 +304,10 @@ mod tests {
             t.put(&seq_key(n), &n).unwrap();
         }
         let all: Vec<(Vec<u8>, u64)> = t.scan(b"").unwrap();
-        assert_eq!(all.iter().map(|(_, v)| *v).collect::<Vec<_>>(), vec![1, 2, 256]);
+        assert_eq!(
+            all.iter().map(|(_, v)| *v).collect::<Vec<_>>(),
+            vec![1, 2, 256]
+        );
         assert_eq!(t.last::<u64>().unwrap().unwrap().1, 256);
     }
 }

@@ -209,8 +209,14 @@ mod tests {
             assert_eq!(json, format!("\"{}\"", code.as_str()));
             assert_eq!(code.as_str().parse::<ReasonCode>().unwrap(), *code);
         }
-        assert_eq!(serde_json::to_string(&Decision::StepUp).unwrap(), "\"STEP_UP\"");
-        assert!("nope".parse::<EnforcementMode>().unwrap_err().contains("observe"));
+        assert_eq!(
+            serde_json::to_string(&Decision::StepUp).unwrap(),
+            "\"STEP_UP\""
+        );
+        assert!("nope"
+            .parse::<EnforcementMode>()
+            .unwrap_err()
+            .contains("observe"));
     }
 
     #[test]

@@ -87,8 +87,10 @@ impl IntoResponse for ApiError {
         };
         let mut resp = (status, Json(json!({ "detail": detail }))).into_response();
         if let ApiError::RateLimited { retry_after_secs } = self {
-            resp.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs.max(1)));
+            resp.headers_mut().insert(
+                header::RETRY_AFTER,
+                HeaderValue::from(retry_after_secs.max(1)),
+            );
         }
         resp
     }
@@ -104,7 +106,9 @@ impl From<crate::auth::AuthError> for ApiError {
     fn from(e: crate::auth::AuthError) -> Self {
         use crate::auth::AuthError as E;
         match e {
-            E::Missing | E::Invalid | E::Revoked | E::Expired => ApiError::Unauthorized(e.to_string()),
+            E::Missing | E::Invalid | E::Revoked | E::Expired => {
+                ApiError::Unauthorized(e.to_string())
+            }
             E::PermissionDenied(_) | E::ScopeDenied(_) | E::TenantMismatch => {
                 ApiError::Forbidden(e.to_string())
             }

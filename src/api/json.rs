@@ -47,13 +47,17 @@ pub fn require_json_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
     }
 }
 
-/// Parses `bytes` as `T`: 400 for invalid JSON, 422 naming the field for a wrong shape.
+/// Parses `bytes` as the JSON object `T`: 400 for invalid JSON, 422 naming the field for a wrong
+/// shape, 422 when the top level is not an object (serde would otherwise accept `[]` for a
+/// struct whose fields are all optional).
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let is_object = bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
     let de = &mut serde_json::Deserializer::from_slice(bytes);
-    serde_path_to_error::deserialize(de).map_err(|err| {
+    let parsed = serde_path_to_error::deserialize(de).map_err(|err| {
         let path = err.path().to_string();
         let inner = err.into_inner();
         match inner.classify() {
+            serde_json::error::Category::Data if !is_object => not_an_object(),
             serde_json::error::Category::Data => {
                 let msg = strip_position(&inner.to_string());
                 if path.is_empty() || path == "." {
@@ -64,7 +68,16 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
             }
             _ => ApiError::BadRequest(format!("malformed JSON body: {inner}")),
         }
-    })
+    })?;
+    if is_object {
+        Ok(parsed)
+    } else {
+        Err(not_an_object())
+    }
+}
+
+fn not_an_object() -> ApiError {
+    ApiError::Unprocessable("request body must be a JSON object".into())
 }
 
 /// serde_json appends " at line L column C"; for schema errors the field path says more.
@@ -84,7 +97,9 @@ async fn read_body(req: Request<Body>) -> Result<Bytes, ApiError> {
         .unwrap_or(DEFAULT_MAX_BODY_BYTES);
     axum::body::to_bytes(req.into_body(), limit)
         .await
-        .map_err(|_| ApiError::PayloadTooLarge(format!("request body is larger than {limit} bytes")))
+        .map_err(|_| {
+            ApiError::PayloadTooLarge(format!("request body is larger than {limit} bytes"))
+        })
 }
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
@@ -122,10 +137,21 @@ mod tests {
 
     #[test]
     fn syntax_errors_are_400_and_shape_errors_are_422_naming_the_field() {
-        assert!(matches!(parse_json::<Shape>(b"{nope"), Err(ApiError::BadRequest(_))));
+        assert!(matches!(
+            parse_json::<Shape>(b"{nope"),
+            Err(ApiError::BadRequest(_))
+        ));
         match parse_json::<Shape>(br#"{"name":"x","inner":{"n":"7"}}"#) {
-            Err(ApiError::Unprocessable(m)) => assert!(m.starts_with("inner.n: invalid type"), "{m}"),
+            Err(ApiError::Unprocessable(m)) => {
+                assert!(m.starts_with("inner.n: invalid type"), "{m}")
+            }
             other => panic!("{other:?}"),
+        }
+        for not_object in [&b"[]"[..], b"null", b" 7"] {
+            assert!(matches!(
+                parse_json::<Option<Shape>>(not_object),
+                Err(ApiError::Unprocessable(_))
+            ));
         }
         match parse_json::<Shape>(br#"{"inner":{"n":7}}"#) {
             Err(ApiError::Unprocessable(m)) => assert!(m.contains("missing field `name`"), "{m}"),
@@ -137,7 +163,10 @@ mod tests {
     fn content_type_must_be_json() {
         let mut h = HeaderMap::new();
         assert!(require_json_content_type(&h).is_err());
-        h.insert(header::CONTENT_TYPE, "application/json; charset=utf-8".parse().unwrap());
+        h.insert(
+            header::CONTENT_TYPE,
+            "application/json; charset=utf-8".parse().unwrap(),
+        );
         assert!(require_json_content_type(&h).is_ok());
         h.insert(header::CONTENT_TYPE, "text/plain".parse().unwrap());
         assert!(require_json_content_type(&h).is_err());

@@ -43,3 +43,16 @@ pub enum AuthError {
     #[error(transparent)]
     Store(#[from] StoreError),
 }
+
+pub mod extract;
+pub mod keys;
+pub mod keystore;
+pub mod ratelimit;
+pub mod revoked;
+pub mod scope;
+
+pub use extract::{Caller, IngestAuth, Operator};
+pub use keys::{ApiKeyRecord, CreateKeyRequest, KeyInfo, Permission, ScopeLevel};
+pub use keystore::{KeyPosture, KeyStore};
+pub use ratelimit::RateLimits;
+pub use revoked::{RevokedFile, RevokedSet};

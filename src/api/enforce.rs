@@ -1,0 +1,254 @@
+//! POST /v1/enforce (SPEC.md, "POST /v1/enforce"): authenticate, validate, decide, issue the
+//! receipt, open a hold for STEP_UP, and answer the `EnforcementDecision` with 200 (BLOCK too).
+
+use crate::api::{ApiError, ApiJson};
+use crate::auth::scope::RuntimeTarget;
+use crate::auth::{Caller, Permission};
+use crate::holds::{approver_args, NewHold};
+use crate::ids;
+use crate::ledger::{Receipt, ReceiptBody, ReceiptKind};
+use crate::policy::{EnforcementRequest, PolicyVersion, ScoreComponent, Verdict};
+use crate::state::AppState;
+use crate::vocab::{AuthorizationDecision, Decision, ReasonCode};
+use axum::extract::State;
+use axum::Json;
+use serde::Serialize;
+use serde_json::{Map, Value};
+use std::time::Instant;
+
+/// `decision_envelope_version` of every decision this build returns.
+pub const DECISION_ENVELOPE_VERSION: &str = "2026-11-01";
+
+/// The response body (SPEC.md, "EnforcementDecision"); optional fields are left out when empty.
+#[derive(Debug, Serialize)]
+pub struct EnforcementDecision {
+    /// ALLOW / STEP_UP / BLOCK.
+    pub decision: Decision,
+    /// Envelope version.
+    pub decision_envelope_version: &'static str,
+    /// ALLOW / DENY / MODIFY / STEP_UP / DEFER.
+    pub authorization_decision: AuthorizationDecision,
+    /// Plain-language reason.
+    pub reason: String,
+    /// Stable reason code.
+    pub decision_reason_code: ReasonCode,
+    /// With MODIFY only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub modified_tool_args: Option<Map<String, Value>>,
+    /// With MODIFY only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub modification_reason: Option<String>,
+    /// With STEP_UP only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hold_token: Option<String>,
+    /// With STEP_UP only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step_up_timeout_seconds: Option<u64>,
+    /// With BLOCK only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub violation_id: Option<String>,
+    /// 0..=100.
+    pub risk_score: f64,
+    /// Evaluation time, milliseconds.
+    pub latency_ms: f64,
+    /// The caller's correlation id, or one generated for this decision.
+    pub enforcement_trace_id: String,
+    /// Signed, hash-chained receipt.
+    pub receipt: Receipt,
+    /// Findings, CEL errors, raw verdict, mode and request hash.
+    pub decision_evidence: Value,
+    /// Every part of the risk score.
+    pub score_components: Vec<ScoreComponent>,
+    /// The three largest parts.
+    pub top_contributors: Vec<ScoreComponent>,
+    /// Matched CEL rules.
+    pub matched_rule_ids: Vec<String>,
+    /// Matched control ids.
+    pub matched_control_ids: Vec<String>,
+    /// Policy references.
+    pub policy_references: Vec<String>,
+    /// `<pack version>+<digest prefix>`.
+    pub policy_version: String,
+    /// Pack name, version and full digest.
+    pub policy_pack: PolicyVersion,
+}
+
+/// Handler of POST /v1/enforce.
+pub async fn enforce(
+    State(core): State<AppState>,
+    caller: Caller,
+    ApiJson(req): ApiJson<EnforcementRequest>,
+) -> Result<Json<EnforcementDecision>, ApiError> {
+    caller.require(Permission::Execute)?;
+    req.validate().map_err(ApiError::Unprocessable)?;
+    caller.check_scope(RuntimeTarget {
+        tenant_id: &req.tenant_id,
+        agent_id: &req.agent_id,
+        fleet_id: req.fleet_id.as_deref().or(core.config.fleet_id.as_deref()),
+        endpoint_id: req
+            .endpoint_id
+            .as_deref()
+            .or(core.config.endpoint_id.as_deref()),
+    })?;
+    let started = Instant::now();
+    let now = ids::now();
+    let ctx = core.sessions.context(&req.tenant_id, &req.session_id, now);
+    let snapshot = core.policy.current();
+    let mut verdict = snapshot.decide(&req, &ctx);
+    if verdict.decision == Decision::StepUp && verdict.step_up_timeout_seconds.is_none() {
+        verdict.step_up_timeout_seconds = Some(snapshot.default_step_up_timeout_seconds());
+    }
+    let request_hash = request_hash(&req)?;
+    let subject = subject_id(verdict.decision);
+    let receipt = core
+        .receipts
+        .issue(receipt_body(&req, &verdict, &subject, &request_hash))?;
+    match verdict.decision {
+        Decision::StepUp => {
+            open_hold(
+                &core,
+                &req,
+                &verdict,
+                &subject,
+                &request_hash,
+                receipt.clone(),
+            )
+            .await?
+        }
+        Decision::Allow => record_spend(&core, &req, now),
+        Decision::Block => {}
+    }
+    let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
+    Ok(Json(respond(
+        req,
+        verdict,
+        subject,
+        request_hash,
+        receipt,
+        latency_ms,
+    )))
+}
+
+/// Hex SHA-256 of the request's canonical JSON (struct field order; object keys sorted).
+pub fn request_hash(req: &EnforcementRequest) -> Result<String, ApiError> {
+    let bytes = serde_json::to_vec(req).map_err(|e| ApiError::Internal(e.to_string()))?;
+    Ok(ids::sha256_hex(&bytes))
+}
+
+/// The id the receipt attests: a hold token for STEP_UP, a violation_id for BLOCK, a decision id
+/// for ALLOW.
+fn subject_id(decision: Decision) -> String {
+    match decision {
+        Decision::StepUp => ids::secret_token("hold", 32),
+        Decision::Block => ids::new_id("vio"),
+        Decision::Allow => ids::new_id("dec"),
+    }
+}
+
+fn receipt_body(req: &EnforcementRequest, v: &Verdict, subject: &str, hash: &str) -> ReceiptBody {
+    ReceiptBody {
+        kind: ReceiptKind::Decision,
+        tenant_id: req.tenant_id.clone(),
+        subject_id: subject.to_string(),
+        request_hash: hash.to_string(),
+        decision: v.decision,
+        authorization_decision: v.authorization_decision,
+        decision_reason_code: v.decision_reason_code,
+        policy_version: v.policy.label(),
+    }
+}
+
+async fn open_hold(
+    core: &AppState,
+    req: &EnforcementRequest,
+    v: &Verdict,
+    token: &str,
+    hash: &str,
+    receipt: Receipt,
+) -> Result<(), ApiError> {
+    let timeout = v.step_up_timeout_seconds.unwrap_or(0);
+    let hold = NewHold {
+        token: token.to_string(),
+        tenant_id: req.tenant_id.clone(),
+        agent_id: req.agent_id.clone(),
+        tool_name: req.tool_name.clone(),
+        session_id: req.session_id.clone(),
+        user_id: req.user_id.clone(),
+        step_up_timeout_seconds: timeout,
+        authorization_decision: v.authorization_decision,
+        decision_reason: v.reason.clone(),
+        decision_reason_code: v.decision_reason_code,
+        risk_score: v.risk_score,
+        tool_args: approver_args(req.tool_args.as_ref(), v.modified_tool_args.as_ref()),
+        request_hash: hash.to_string(),
+        policy_version: v.policy.label(),
+        enforcement_trace_id: req.enforcement_trace_id.clone(),
+        created_at: ids::now(),
+    };
+    core.holds.create(hold, receipt).await?;
+    Ok(())
+}
+
+fn record_spend(core: &AppState, req: &EnforcementRequest, now: chrono::DateTime<chrono::Utc>) {
+    let cost = req.estimated_cost_usd.unwrap_or(0.0);
+    let tokens = req.token_count.unwrap_or(0.0);
+    core.sessions
+        .record(&req.tenant_id, &req.session_id, cost, tokens, now);
+}
+
+fn respond(
+    req: EnforcementRequest,
+    v: Verdict,
+    subject: String,
+    request_hash: String,
+    receipt: Receipt,
+    latency_ms: f64,
+) -> EnforcementDecision {
+    let is_modify = v.authorization_decision == AuthorizationDecision::Modify;
+    let evidence = serde_json::json!({
+        "request_hash": request_hash,
+        "enforcement_mode": req.enforcement_mode,
+        "raw_authorization_decision": v.raw_authorization_decision,
+        "severity": v.severity,
+        "action_classification": v.action_classification,
+        "findings": v.findings,
+        "evaluation_errors": v.evaluation_errors,
+        "metadata": req.metadata,
+    });
+    EnforcementDecision {
+        decision: v.decision,
+        decision_envelope_version: DECISION_ENVELOPE_VERSION,
+        authorization_decision: v.authorization_decision,
+        reason: v.reason,
+        decision_reason_code: v.decision_reason_code,
+        modified_tool_args: if is_modify {
+            v.modified_tool_args
+        } else {
+            None
+        },
+        modification_reason: if is_modify {
+            v.modification_reason
+        } else {
+            None
+        },
+        hold_token: (v.decision == Decision::StepUp).then(|| subject.clone()),
+        step_up_timeout_seconds: v
+            .step_up_timeout_seconds
+            .filter(|_| v.decision == Decision::StepUp),
+        violation_id: (v.decision == Decision::Block).then_some(subject),
+        risk_score: v.risk_score,
+        latency_ms,
+        enforcement_trace_id: req
+            .enforcement_trace_id
+            .unwrap_or_else(|| ids::new_id("trace")),
+        receipt,
+        decision_evidence: evidence,
+        score_components: v.score_components,
+        top_contributors: v.top_contributors,
+        matched_rule_ids: v.matched_rule_ids,
+        matched_control_ids: v.matched_control_ids,
+        policy_references: v.policy_references,
+        policy_version: v.policy.label(),
+        policy_pack: v.policy,
+    }
+}

@@ -1,0 +1,53 @@
+//! The control plane ({control_plane_url}/<tenant_id>/service/...): API keys and approvals.
+//!
+//! | method | path | handler |
+//! |---|---|---|
+//! | POST | /{tenant_id}/service/api-keys | [`keys::create`] |
+//! | GET | /{tenant_id}/service/api-keys | [`keys::list`] |
+//! | DELETE | /{tenant_id}/service/api-keys/{key_id} | [`keys::revoke`] |
+//! | POST | /{tenant_id}/service/api-keys/{key_id}/authorize | [`keys::authorize`] |
+//! | GET | /{tenant_id}/service/approvals?status=pending | [`approvals::list`] |
+//! | POST | /{tenant_id}/service/approvals/{hold_token}/approve | [`approvals::approve`] |
+//! | POST | /{tenant_id}/service/approvals/{hold_token}/deny | [`approvals::deny`] |
+//!
+//! Authentication: `Authorization: Bearer <admin token>`, or an API key (`X-API-Key` or bearer)
+//! of the path's tenant — organization-level for key management, any scope for approvals.
+
+pub mod approvals;
+pub mod keys;
+
+use crate::api::{method_not_allowed, not_found, BodyLimit};
+use crate::state::AppState;
+use axum::routing::{delete, get, post};
+use axum::{Extension, Router};
+
+/// The control-plane router over `core`.
+pub fn router(core: AppState) -> Router {
+    let limit = BodyLimit(core.config.max_body_bytes);
+    Router::new()
+        .route(
+            "/{tenant_id}/service/api-keys",
+            post(keys::create).get(keys::list),
+        )
+        .route(
+            "/{tenant_id}/service/api-keys/{key_id}",
+            delete(keys::revoke),
+        )
+        .route(
+            "/{tenant_id}/service/api-keys/{key_id}/authorize",
+            post(keys::authorize),
+        )
+        .route("/{tenant_id}/service/approvals", get(approvals::list))
+        .route(
+            "/{tenant_id}/service/approvals/{hold_token}/approve",
+            post(approvals::approve),
+        )
+        .route(
+            "/{tenant_id}/service/approvals/{hold_token}/deny",
+            post(approvals::deny),
+        )
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(Extension(limit))
+        .with_state(core)
+}

@@ -1,0 +1,42 @@
+//! `Core`: the shared state every listener's handlers read (`Arc<Core>` is the axum state).
+
+use crate::auth::{KeyStore, RateLimits};
+use crate::config::Config;
+use crate::explain::Explainer;
+use crate::holds::HoldBook;
+use crate::ledger::{Ingestor, Ledger, ReceiptLog};
+use crate::policy::PolicyHandle;
+use crate::sessions::SessionUsage;
+use crate::store::Store;
+use std::sync::Arc;
+
+/// Everything a request may need. Built once by `app::build`.
+pub struct Core {
+    /// Resolved configuration.
+    pub config: Config,
+    /// The database.
+    pub store: Store,
+    /// The current policy snapshot.
+    pub policy: PolicyHandle,
+    /// API keys.
+    pub keys: KeyStore,
+    /// Per-key rate limits.
+    pub limits: RateLimits,
+    /// STEP_UP holds.
+    pub holds: Arc<HoldBook>,
+    /// Signed, hash-chained receipts.
+    pub receipts: Arc<ReceiptLog>,
+    /// The event ledger.
+    pub ledger: Ledger,
+    /// Event batch validation and replay protection.
+    pub ingestor: Ingestor,
+    /// Explanations.
+    pub explainer: Explainer,
+    /// Per-session spend.
+    pub sessions: SessionUsage,
+    /// Control-plane administrator token (from env, or generated into the data dir).
+    pub admin_token: String,
+}
+
+/// The axum state type.
+pub type AppState = Arc<Core>;

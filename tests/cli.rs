@@ -1,0 +1,296 @@
+//! The real `toolgate` binary: the CLI contract (ready file, exit 64, SIGTERM → 0), a restart
+//! that keeps a pending hold, the generated admin token, and the policy and ledger tools.
+
+mod common;
+
+use common::{copy_dir, default_pack, request, test_pack};
+use reqwest::{Client, StatusCode};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_toolgate");
+
+/// A running `toolgate up`; its stderr is read until the ready line, then drained in a thread.
+struct Proc {
+    child: Child,
+    ready: Value,
+}
+
+impl Proc {
+    fn up(dir: &Path, pack: &Path, env: &[(&str, &str)]) -> Proc {
+        let ready_file = dir.join("ready.json");
+        let _ = std::fs::remove_file(&ready_file);
+        let mut cmd = Command::new(BIN);
+        cmd.args([
+            "up",
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--control-plane-listen",
+            "127.0.0.1:0",
+            "--proxy-listen",
+            "127.0.0.1:0",
+        ])
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .arg("--policy")
+        .arg(pack)
+        .arg("--ready-file")
+        .arg(&ready_file)
+        .env_remove("TOOLGATE_ADMIN_TOKEN")
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawn toolgate");
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        for line in lines.by_ref() {
+            let line = line.unwrap();
+            assert!(!line.contains("toolgate: "), "startup failed: {line}");
+            if line.contains("toolgate ready") {
+                break;
+            }
+        }
+        std::thread::spawn(move || lines.for_each(drop));
+        let ready: Value =
+            serde_json::from_str(&std::fs::read_to_string(&ready_file).expect("ready file"))
+                .unwrap();
+        Proc { child, ready }
+    }
+
+    fn url(&self, key: &str) -> String {
+        self.ready[key].as_str().unwrap().to_string()
+    }
+
+    fn terminate(mut self) -> i32 {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        self.child
+            .wait()
+            .unwrap()
+            .code()
+            .expect("exited, not killed")
+    }
+}
+
+fn pack_in(dir: &Path) -> std::path::PathBuf {
+    let pack = dir.join("pack");
+    copy_dir(&test_pack(), &pack);
+    copy_dir(
+        &default_pack().join("explanations"),
+        &pack.join("explanations"),
+    );
+    pack
+}
+
+#[tokio::test]
+async fn ready_file_names_the_bound_listeners_and_sigterm_exits_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = Proc::up(
+        dir.path(),
+        &pack_in(dir.path()),
+        &[("TOOLGATE_ADMIN_TOKEN", "t0ken-for-test")],
+    );
+    let admin = p.url("admin_url");
+    assert!(
+        admin.starts_with("http://127.0.0.1:") && !admin.ends_with(":0"),
+        "{admin}"
+    );
+    assert!(p.url("control_plane_url").starts_with("http://127.0.0.1:"));
+    let health: Value = Client::new()
+        .get(format!("{admin}/v1/health"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(health["status"], "ok");
+    assert!(
+        !dir.path().join("data/admin-token").exists(),
+        "no token file when TOOLGATE_ADMIN_TOKEN is set"
+    );
+    assert_eq!(p.terminate(), 0);
+}
+
+#[test]
+fn bad_configuration_exits_64_with_one_line_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&[&str], &str); 2] = [
+        (&["up", "--admin-listen", "not-an-address"], "admin_listen"),
+        (
+            &[
+                "up",
+                "--policy",
+                "/nonexistent/pack",
+                "--admin-listen",
+                "127.0.0.1:0",
+                "--control-plane-listen",
+                "127.0.0.1:0",
+            ],
+            "policy",
+        ),
+    ];
+    for (args, field) in cases {
+        let out = Command::new(BIN)
+            .args(args)
+            .arg("--data-dir")
+            .arg(dir.path().join("d"))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(64), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let last = stderr.lines().last().unwrap_or("");
+        assert!(
+            last.starts_with("toolgate: invalid configuration") && last.contains(field),
+            "{stderr}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_pending_hold_survives_a_restart_and_can_be_approved_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let pack = pack_in(dir.path());
+    let client = Client::new();
+    let p = Proc::up(dir.path(), &pack, &[]);
+    let token_path = dir.path().join("data/admin-token");
+    let admin_token = std::fs::read_to_string(&token_path).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&token_path).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let created: Value = client
+        .post(format!(
+            "{}/t1/service/api-keys",
+            p.url("control_plane_url")
+        ))
+        .bearer_auth(&admin_token)
+        .json(&json!({"scope_level": "organization", "permissions": ["execute"]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let key = created["key"].as_str().unwrap().to_string();
+    let d: Value = client
+        .post(format!("{}/v1/enforce", p.url("admin_url")))
+        .header("X-API-Key", &key)
+        .json(&request("deploy.run"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let hold = d["hold_token"].as_str().expect("STEP_UP").to_string();
+    assert_eq!(p.terminate(), 0);
+
+    let p = Proc::up(dir.path(), &pack, &[]);
+    assert_eq!(
+        std::fs::read_to_string(&token_path).unwrap(),
+        admin_token,
+        "the admin token is kept"
+    );
+    let poll = format!("{}/v1/enforce/hold/{hold}", p.url("admin_url"));
+    let pending: Value = client
+        .get(&poll)
+        .header("X-API-Key", &key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(pending["resolved"], false, "{pending}");
+    let r = client
+        .post(format!(
+            "{}/t1/service/approvals/{hold}/approve",
+            p.url("control_plane_url")
+        ))
+        .bearer_auth(&admin_token)
+        .json(&json!({"approver": "carol"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let done: Value = client
+        .get(&poll)
+        .header("X-API-Key", &key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(done["resolution"], "ALLOW");
+    assert_eq!(p.terminate(), 0);
+
+    let out = Command::new(BIN)
+        .args(["ledger", "verify", "--data-dir"])
+        .arg(dir.path().join("data"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("OK"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn the_default_pack_checks_and_its_tests_pass() {
+    for sub in ["check", "test"] {
+        let out = Command::new(BIN)
+            .args(["policy", sub, "--policy"])
+            .arg(default_pack())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "policy {sub}: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if sub == "test" {
+            assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
+        }
+    }
+}
+
+#[test]
+fn a_failing_policy_test_fails_the_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let pack = pack_in(dir.path());
+    std::fs::create_dir_all(pack.join("tests")).unwrap();
+    let t = r#"
+[[test]]
+name = "deploy is allowed (wrong on purpose)"
+decision = "ALLOW"
+[test.request]
+agent_id = "a"
+tenant_id = "t"
+tool_name = "deploy.run"
+session_id = "s"
+user_id = "u"
+approved_scope = ["deploy.run"]
+session_tool_calls = []
+enforcement_mode = "block"
+"#;
+    std::fs::write(pack.join("tests/wrong.toml"), t).unwrap();
+    let out = Command::new(BIN)
+        .args(["policy", "test", "--policy"])
+        .arg(&pack)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("FAIL"));
+}
