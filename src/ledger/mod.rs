@@ -1,146 +1,122 @@
-//! Evidence: the event model and ingest (dedupe, replay window), the hash-chained ledger, and
-//! signed hash-chained receipts. STUB: replaced by the ledger module.
+//! Evidence (DESIGN.md, "Evidence"): the behavioural event model and its ingest (validation,
+//! in-request dedupe, replay window), the hash-chained event ledger, signed hash-chained decision
+//! receipts, and the offline verifier behind `toolgate ledger verify`.
+//!
+//! Files: `event.rs` (Event model + validation), `ingest.rs` (POST /v1/events/batch),
+//! `replay.rs` (replay marks), `chain.rs` (event ledger), `receipt.rs` (receipts),
+//! `signing.rs` (the Ed25519 key files), `canon.rs` (canonical hash encodings), `verify.rs`.
+//! On-disk invariants and crash semantics: docs/ledger.md.
 
-use crate::store::{Store, StoreError};
-use crate::vocab::{AuthorizationDecision, Decision, ReasonCode};
-use serde::{Deserialize, Serialize};
-use std::path::Path;
+mod canon;
+mod chain;
+mod event;
+mod ingest;
+mod receipt;
+mod replay;
+mod signing;
+pub mod verify;
 
-/// Errors of the ledger and receipts.
+#[cfg(test)]
+mod test_support;
+
+pub use chain::{Ledger, LedgerEntry};
+pub use event::{Event, EventType, SourceType};
+pub use ingest::{BatchAck, Clock, IngestConfig, Ingestor, MAX_EVENTS_PER_BATCH};
+pub use receipt::{Receipt, ReceiptBody, ReceiptKind, ReceiptLog, TAIL_WINDOW};
+pub use signing::{key_id, PRIVATE_KEY_FILE, PUBLIC_KEY_FILE};
+pub use verify::VerifyReport;
+
+use crate::store::StoreError;
+
+/// Errors of the ledger and receipts. The API maps every variant to 500.
 #[derive(Debug, thiserror::Error)]
 pub enum LedgerError {
-    /// Storage failed.
+    /// Storage failed (sled I/O, or a stored value that does not decode).
     #[error(transparent)]
     Store(#[from] StoreError),
-    /// The signing key could not be loaded or created.
+    /// The signing key could not be loaded, created, parsed or written (the text names the file,
+    /// never the key material).
     #[error("receipt signing key: {0}")]
     Key(String),
+    /// A record could not be encoded as JSON.
+    #[error("ledger record does not encode: {0}")]
+    Codec(#[from] serde_json::Error),
 }
 
-/// Errors of POST /v1/events/batch.
+/// Errors of POST /v1/events/batch (SPEC.md, "POST /v1/events/batch", "Limits").
+///
+/// The API maps [`IngestError::Forbidden`] to 403, [`IngestError::Ledger`] to 500 and every
+/// other variant to 400 with the Display text as `detail`.
 #[derive(Debug, thiserror::Error)]
 pub enum IngestError {
-    /// Top-level shape wrong.
-    #[error("{0}")]
+    /// The body is not JSON at all; carries serde_json's reason.
+    #[error("malformed JSON body: {0}")]
+    Malformed(String),
+    /// The top-level JSON is neither an array nor an object with an `events` array. The field
+    /// names what was found instead (for logs); the Display text is fixed.
+    #[error("expected a JSON array of events or an object with an events array")]
     Shape(String),
-    /// Tenant not the caller's.
+    /// More than [`MAX_EVENTS_PER_BATCH`] events; carries the count received.
+    #[error("too many events: {0}; at most 100 per batch")]
+    TooMany(usize),
+    /// The first invalid event, by zero-based position in the batch.
+    #[error("invalid event at index {index}: {reason}")]
+    InvalidEvent {
+        /// Zero-based position in the batch.
+        index: usize,
+        /// `missing <field>`, `<field> must be a string`, `<field> must be one of: …`, …
+        reason: String,
+    },
+    /// Events of more than one tenant in one batch.
+    #[error("all events in a batch must belong to one tenant")]
+    MixedTenants,
+    /// The events belong to a tenant other than the authenticated API key's.
     #[error("{0}")]
     Forbidden(String),
-    /// Ledger failure.
+    /// Storage or ledger failure (500; the batch may be retried with the same event_ids).
     #[error(transparent)]
     Ledger(#[from] LedgerError),
 }
 
-/// What a receipt attests.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum ReceiptKind {
-    /// A decision of POST /v1/enforce.
-    Decision,
-    /// The resolution of a hold.
-    HoldResolution,
-}
-
-/// The attested facts of a receipt.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct ReceiptBody {
-    /// What is attested.
-    pub kind: ReceiptKind,
-    /// Tenant.
-    pub tenant_id: String,
-    /// violation_id, hold_token or decision id.
-    pub subject_id: String,
-    /// Hex SHA-256 of the canonical request.
-    pub request_hash: String,
-    /// Decision.
-    pub decision: Decision,
-    /// Authorization decision.
-    pub authorization_decision: AuthorizationDecision,
-    /// Reason code.
-    pub decision_reason_code: ReasonCode,
-    /// Policy version label.
-    pub policy_version: String,
-}
-
-/// A signed receipt.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Receipt {
-    /// Attested facts.
-    #[serde(flatten)]
-    pub body: ReceiptBody,
-}
-
-/// Issues receipts.
-pub struct ReceiptLog {
-    _store: Store,
-}
-
-impl ReceiptLog {
-    /// Opens the chain and the signing key.
-    pub fn open(store: &Store, data_dir: &Path) -> Result<ReceiptLog, LedgerError> {
-        let _ = data_dir;
-        Ok(ReceiptLog { _store: store.clone() })
-    }
-
-    /// Issues one receipt.
-    pub fn issue(&self, body: ReceiptBody) -> Result<Receipt, LedgerError> {
-        Ok(Receipt { body })
+impl From<StoreError> for IngestError {
+    fn from(e: StoreError) -> Self {
+        IngestError::Ledger(LedgerError::Store(e))
     }
 }
 
-/// The event ledger.
-pub struct Ledger {
-    _store: Store,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-impl Ledger {
-    /// Opens the ledger.
-    pub fn open(store: &Store) -> Result<Ledger, LedgerError> {
-        Ok(Ledger { _store: store.clone() })
-    }
-}
-
-/// Ingest configuration.
-#[derive(Debug, Clone)]
-pub struct IngestConfig {
-    /// Replay protection on.
-    pub replay_protection: bool,
-    /// Replay window.
-    pub replay_window: std::time::Duration,
-}
-
-/// The 202 body.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct BatchAck {
-    /// `accepted`.
-    pub status: String,
-    /// Decimal count.
-    pub queued: String,
-    /// Decimal count; absent for an empty batch.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub replay_dropped: Option<String>,
-}
-
-/// Validates and appends batches.
-pub struct Ingestor {
-    _store: Store,
-}
-
-impl Ingestor {
-    /// New ingestor.
-    pub fn new(store: &Store, config: IngestConfig) -> Ingestor {
-        let _ = config;
-        Ingestor { _store: store.clone() }
-    }
-
-    /// Ingests one batch body.
-    pub async fn ingest(
-        &self,
-        ledger: &Ledger,
-        body: &[u8],
-        caller_tenant: Option<&str>,
-    ) -> Result<BatchAck, IngestError> {
-        let _ = (ledger, body, caller_tenant);
-        todo!("ingest")
+    #[test]
+    fn error_texts_match_the_contract() {
+        let cases: Vec<(IngestError, &str)> = vec![
+            (
+                IngestError::Shape("a string".into()),
+                "expected a JSON array of events or an object with an events array",
+            ),
+            (
+                IngestError::TooMany(101),
+                "too many events: 101; at most 100 per batch",
+            ),
+            (
+                IngestError::InvalidEvent {
+                    index: 3,
+                    reason: "missing tenant_id".into(),
+                },
+                "invalid event at index 3: missing tenant_id",
+            ),
+            (
+                IngestError::MixedTenants,
+                "all events in a batch must belong to one tenant",
+            ),
+            (
+                IngestError::Malformed("eof".into()),
+                "malformed JSON body: eof",
+            ),
+        ];
+        for (err, text) in cases {
+            assert_eq!(err.to_string(), text);
+        }
     }
 }

@@ -1,0 +1,286 @@
+//! Offline verification of both chains (`toolgate ledger verify --data-dir DIR`): recomputes
+//! every receipt and ledger entry hash, checks the `prev_hash` links, sequence continuity and
+//! each receipt's Ed25519 signature, and reports counts and the first problem found.
+//!
+//! A missing sequence number is a broken chain, except when it lies within the last
+//! [`TAIL_WINDOW`] entries or was recorded as lost when the receipt log was reopened: those are
+//! reported as lost in a crash before sled's flush (docs/ledger.md, "Crash semantics").
+
+use super::canon::ZERO_HASH;
+use super::receipt::{LOST_PREFIX, TAIL_WINDOW};
+use super::signing::{key_id, parse_public_pem};
+use super::{LedgerEntry, LedgerError, Receipt};
+use crate::store::{seq_key, Store, Tree, TreeName};
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine;
+use ed25519_dalek::{Signature, Verifier, VerifyingKey};
+use std::collections::BTreeSet;
+use std::fmt;
+
+/// Probing stops after this many consecutive missing sequence numbers.
+const MAX_PROBE_GAP: u64 = 100_000;
+
+/// The first problem of a chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// Sequence number of the offending entry (0: not tied to one entry).
+    pub seq: u64,
+    /// What is wrong, in words.
+    pub what: String,
+}
+
+/// The result of walking one chain.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ChainReport {
+    /// Entries found and checked.
+    pub entries: u64,
+    /// Highest sequence number found (0 for an empty chain).
+    pub last_seq: u64,
+    /// Number of problems (a problem entry counts once).
+    pub problems: u64,
+    /// The first problem, by sequence number.
+    pub first_problem: Option<Problem>,
+    /// Sequence numbers missing because of a crash before the last flush (not problems).
+    pub lost_in_crash: Vec<u64>,
+}
+
+impl ChainReport {
+    /// Counts a problem; the one with the lowest seq is kept (seq 0 only when there is no other).
+    fn problem(&mut self, seq: u64, what: String) {
+        self.problems += 1;
+        let earlier = |p: &Problem| seq != 0 && (p.seq == 0 || seq < p.seq);
+        if self.first_problem.as_ref().is_none_or(earlier) {
+            self.first_problem = Some(Problem { seq, what });
+        }
+    }
+}
+
+/// What `verify` found in both chains. `Display` prints a few lines ending in `OK` or
+/// `FAILED: <chain> seq <n>: <problem>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifyReport {
+    /// The receipt chain.
+    pub receipts: ChainReport,
+    /// The event ledger.
+    pub events: ChainReport,
+    /// Key id of the public key receipts were checked against.
+    pub key_id: String,
+}
+
+impl VerifyReport {
+    /// True when neither chain has a problem (crash losses are not problems).
+    pub fn ok(&self) -> bool {
+        self.receipts.problems == 0 && self.events.problems == 0
+    }
+}
+
+/// Walks the `Receipts` and `Ledger` trees of `store`, checking receipt signatures against
+/// `public_key_pem` (the content of `<data-dir>/receipt-signing.pub`).
+///
+/// Errors: [`LedgerError::Key`] when the PEM is not an Ed25519 public key;
+/// [`LedgerError::Store`] when storage cannot be read. Corrupt entries are problems in the
+/// report, not errors.
+pub fn verify(store: &Store, public_key_pem: &str) -> Result<VerifyReport, LedgerError> {
+    let key = parse_public_pem(public_key_pem)?;
+    let kid = key_id(&key);
+    let noted = noted_losses(store)?;
+    let receipts = walk(
+        &store.tree(TreeName::Receipts),
+        &noted,
+        |seq, bytes, prev| check_receipt(seq, bytes, prev, &key, &kid),
+    )?;
+    let events = walk(&store.tree(TreeName::Ledger), &BTreeSet::new(), check_entry)?;
+    Ok(VerifyReport {
+        receipts,
+        events,
+        key_id: kid,
+    })
+}
+
+/// Receipt holes recorded at open (`Meta` keys under [`LOST_PREFIX`]).
+fn noted_losses(store: &Store) -> Result<BTreeSet<u64>, LedgerError> {
+    let rows = store
+        .tree(TreeName::Meta)
+        .scan::<serde_json::Value>(LOST_PREFIX)?;
+    Ok(rows
+        .iter()
+        .filter_map(|(k, _)| k.strip_prefix(LOST_PREFIX))
+        .filter_map(|seq| <[u8; 8]>::try_from(seq).ok())
+        .map(u64::from_be_bytes)
+        .collect())
+}
+
+/// The outcome of checking one stored entry: its stored hash (for the next link, when it
+/// decodes) and the problem, if any.
+type Checked = (Option<String>, Option<String>);
+
+/// Walks seq 1, 2, … by key until every stored entry was seen, checking each with `check`
+/// (given the expected `prev_hash`, or `None` right after a hole).
+fn walk(
+    tree: &Tree,
+    noted: &BTreeSet<u64>,
+    mut check: impl FnMut(u64, &[u8], Option<&str>) -> Checked,
+) -> Result<ChainReport, LedgerError> {
+    let total = tree.len() as u64;
+    let mut report = ChainReport::default();
+    let mut missing = Vec::new();
+    let mut prev: Option<String> = Some(ZERO_HASH.to_string());
+    let mut seq = 1u64;
+    while report.entries < total && seq - report.last_seq <= MAX_PROBE_GAP {
+        match tree.get_raw(&seq_key(seq))? {
+            None => {
+                missing.push(seq);
+                prev = None;
+            }
+            Some(bytes) => {
+                let (hash, problem) = check(seq, &bytes, prev.as_deref());
+                if let Some(what) = problem {
+                    report.problem(seq, what);
+                }
+                prev = hash;
+                report.entries += 1;
+                report.last_seq = seq;
+            }
+        }
+        seq += 1;
+    }
+    classify_missing(&mut report, missing, noted, total);
+    Ok(report)
+}
+
+/// Splits missing seqs into crash losses and problems; flags entries never reached.
+fn classify_missing(
+    report: &mut ChainReport,
+    missing: Vec<u64>,
+    noted: &BTreeSet<u64>,
+    total: u64,
+) {
+    let last_seq = report.last_seq;
+    let tail_start = last_seq.saturating_sub(TAIL_WINDOW);
+    for seq in missing.into_iter().filter(|s| *s < last_seq) {
+        if seq > tail_start || noted.contains(&seq) {
+            report.lost_in_crash.push(seq);
+        } else {
+            report.problem(seq, "entry is missing".to_string());
+        }
+    }
+    if report.entries < total {
+        let stray = total - report.entries;
+        report.problem(
+            0,
+            format!("{stray} entries are not at sequence keys of this chain"),
+        );
+    }
+}
+
+/// Checks one receipt: decoding, seq, link, hash, key id, signature.
+fn check_receipt(
+    seq: u64,
+    bytes: &[u8],
+    prev: Option<&str>,
+    key: &VerifyingKey,
+    kid: &str,
+) -> Checked {
+    let r: Receipt = match serde_json::from_slice(bytes) {
+        Ok(r) => r,
+        Err(e) => return (None, Some(format!("receipt does not decode: {e}"))),
+    };
+    let problem = common_checks(seq, r.seq, prev, &r.prev_hash, &r.hash, &r.compute_hash())
+        .or_else(|| {
+            (r.signing_key_id != kid).then(|| {
+                format!(
+                    "signed by key {} but checked against key {kid}",
+                    r.signing_key_id
+                )
+            })
+        })
+        .or_else(|| signature_problem(&r, key));
+    (Some(r.hash), problem)
+}
+
+/// `None` when the receipt's signature verifies over the raw bytes of its hash.
+fn signature_problem(r: &Receipt, key: &VerifyingKey) -> Option<String> {
+    let Ok(digest) = hex::decode(&r.hash) else {
+        return Some("hash is not hex".to_string());
+    };
+    let sig = B64
+        .decode(&r.signature)
+        .ok()
+        .and_then(|b| Signature::from_slice(&b).ok());
+    match sig {
+        Some(sig) if key.verify(&digest, &sig).is_ok() => None,
+        _ => Some("signature does not verify".to_string()),
+    }
+}
+
+/// Checks one ledger entry: decoding, seq, link, hash.
+fn check_entry(seq: u64, bytes: &[u8], prev: Option<&str>) -> Checked {
+    let e: LedgerEntry = match serde_json::from_slice(bytes) {
+        Ok(e) => e,
+        Err(err) => return (None, Some(format!("entry does not decode: {err}"))),
+    };
+    let problem = common_checks(seq, e.seq, prev, &e.prev_hash, &e.hash, &e.compute_hash());
+    (Some(e.hash), problem)
+}
+
+/// The checks both chains share, in order: seq, link, hash.
+fn common_checks(
+    key_seq: u64,
+    seq: u64,
+    expected_prev: Option<&str>,
+    prev_hash: &str,
+    hash: &str,
+    computed: &str,
+) -> Option<String> {
+    if seq != key_seq {
+        return Some(format!("stored under seq {key_seq} but says seq {seq}"));
+    }
+    if expected_prev.is_some_and(|p| p != prev_hash) {
+        return Some(match key_seq {
+            1 => "prev_hash of the first entry is not 64 zeros".to_string(),
+            n => format!("prev_hash does not match the hash of seq {}", n - 1),
+        });
+    }
+    (hash != computed).then(|| "hash does not match the contents".to_string())
+}
+
+impl fmt::Display for VerifyReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let receipts_label = format!("receipts (key {})", self.key_id);
+        write_chain(f, &receipts_label, &self.receipts)?;
+        write_chain(f, "events", &self.events)?;
+        let failed = [("receipts", &self.receipts), ("events", &self.events)]
+            .into_iter()
+            .find_map(|(name, c)| c.first_problem.as_ref().map(|p| (name, p, c.problems)));
+        match failed {
+            None => write!(f, "OK"),
+            Some((name, p, n)) => {
+                write!(
+                    f,
+                    "FAILED: {name} seq {}: {} ({n} problem(s))",
+                    p.seq, p.what
+                )
+            }
+        }
+    }
+}
+
+/// One chain's summary line, plus a note when entries were lost in a crash.
+fn write_chain(f: &mut fmt::Formatter<'_>, label: &str, c: &ChainReport) -> fmt::Result {
+    writeln!(
+        f,
+        "{label}: {} entries checked, last seq {}, {} problem(s)",
+        c.entries, c.last_seq, c.problems
+    )?;
+    if let (Some(first), Some(last)) = (c.lost_in_crash.first(), c.lost_in_crash.last()) {
+        writeln!(
+            f,
+            "  note: {} entries between seq {first} and {last} were lost in a crash before the last flush",
+            c.lost_in_crash.len()
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;
