@@ -53,7 +53,11 @@ pub struct PolicyVersion {
 impl PolicyVersion {
     /// `<version>+<first 12 hex of digest>`, the short form carried in receipts.
     pub fn label(&self) -> String {
-        format!("{}+{}", self.version, &self.digest[..self.digest.len().min(12)])
+        format!(
+            "{}+{}",
+            self.version,
+            &self.digest[..self.digest.len().min(12)]
+        )
     }
 }
 
