@@ -130,11 +130,13 @@ impl Var {
         )
     }
 
-    /// True for optional request fields.
+    /// True for optional request fields that may be undeclared in a decision (`environment`
+    /// is optional in the request but always declared: it defaults to `prod`).
     pub fn optional(self) -> bool {
         !matches!(
             self,
-            Var::AgentId
+            Var::Environment
+                | Var::AgentId
                 | Var::TenantId
                 | Var::ToolName
                 | Var::SessionId
@@ -205,7 +207,7 @@ fn value_of<'r>(var: Var, req: &'r EnforcementRequest) -> Option<Box<dyn Val + '
         Var::SessionToolCalls => Some(list(&req.session_tool_calls)),
         Var::EnforcementMode => Some(string(req.enforcement_mode.as_str())),
         Var::ToolArgs => opt_map(&req.tool_args),
-        Var::Environment => opt_str(&req.environment),
+        Var::Environment => Some(string(req.environment())), // SPEC.md: default `prod`
         Var::SessionIntent => opt_str(&req.session_intent),
         Var::Purpose => opt_str(&req.purpose),
         Var::DataClassification => opt_str(&req.data_classification),
@@ -349,7 +351,11 @@ mod tests {
             .filter(|v| v.optional())
             .map(Var::name)
             .collect();
-        assert_eq!(optional.len(), 16);
+        assert_eq!(
+            optional.len(),
+            15,
+            "environment defaults to prod, so it is not optional in CEL"
+        );
         assert!(optional.contains(&"tool_args") && optional.contains(&"metadata"));
         assert!(!optional.contains(&"tool_name") && !optional.contains(&"request"));
         assert_eq!(Var::from_name("fleet_id"), Some(Var::FleetId));

@@ -393,3 +393,21 @@ fn hostile_inputs_do_not_panic() {
         assert!((0.0..=100.0).contains(&v.risk_score));
     }
 }
+
+#[test]
+fn an_absent_environment_is_evaluated_as_prod() {
+    let rules = "[[rule]]\nid = \"prod-only\"\ndescription = \"d\"\nwhen = 'environment == \"prod\"'\neffect = \"step_up\"\n";
+    let dir = pack_dir(PACK, &[("r.toml", rules)]);
+    let snap = PolicySnapshot::load(dir.path()).unwrap();
+    let absent = decide(&snap, "crm.lookup", M::Block, |_| {});
+    assert_eq!(absent.matched_rule_ids, vec!["prod-only".to_string()]);
+    assert!(
+        absent.evaluation_errors.is_empty(),
+        "{:?}",
+        absent.evaluation_errors
+    );
+    let dev = decide(&snap, "crm.lookup", M::Block, |r| {
+        r.environment = Some("dev".into())
+    });
+    assert!(dev.matched_rule_ids.is_empty());
+}

@@ -246,8 +246,9 @@ mod tests {
                 "tool_args.cmd == 'x'",
                 &["`tool_args` without a has() guard"],
             ),
-            ("environment == 'prod'", &["has(request.environment)"]),
-            ("has(request.environment) && environment == 'prod'", &[]),
+            ("environment == 'prod'", &[]),
+            ("purpose == 'billing'", &["has(request.purpose)"]),
+            ("has(request.purpose) && purpose == 'billing'", &[]),
             (
                 "tool_nmae == 'x'",
                 &["`tool_nmae`, which is no request field"],

@@ -84,7 +84,7 @@ mod tests {
 
     #[test]
     fn check_lists_warnings_per_rule() {
-        let rules = "[[rule]]\nid = \"env\"\ndescription = \"d\"\nwhen = 'environment == \"prod\"'\neffect = \"block\"\n\
+        let rules = "[[rule]]\nid = \"env\"\ndescription = \"d\"\nwhen = 'purpose == \"billing\"'\neffect = \"block\"\n\
                      [[rule]]\nid = \"ok\"\ndescription = \"d\"\nwhen = 'has(tool_args.x) && tool_args.x == 1'\neffect = \"step_up\"\n\
                      step_up_timeout_seconds = 60\n\
                      [[rule]]\nid = \"late\"\ndescription = \"d\"\nwhen = 'tool_name == \"x\"'\neffect = \"block\"\n\
@@ -93,7 +93,7 @@ mod tests {
         let report = check(dir.path()).unwrap();
         assert_eq!(report.rules, 3);
         assert_eq!(report.warnings.len(), 2, "{report}");
-        assert!(report.warnings[0].contains("rule `env`: uses optional field `environment`"));
+        assert!(report.warnings[0].contains("rule `env`: uses optional field `purpose`"));
         assert!(report.warnings[1].contains("rule `late`: step_up_timeout_seconds"));
         assert!(!report.ok());
         let text = report.to_string();
