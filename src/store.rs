@@ -15,6 +15,10 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::path::Path;
 
+/// sled's page cache, bytes (sled's default of 1 GiB would let a sidecar's RSS grow far beyond
+/// what a per-host agent guard should use; the working set is recent holds, keys and chain heads).
+pub const CACHE_BYTES: u64 = 32 * 1024 * 1024;
+
 /// Errors of the storage layer.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -112,6 +116,7 @@ impl Store {
         };
         let db = sled::Config::new()
             .path(&path)
+            .cache_capacity(CACHE_BYTES)
             .flush_every_ms(Some(500))
             .open()
             .map_err(open_err)?;
