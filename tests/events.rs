@@ -180,7 +180,7 @@ async fn camel_case_token_metadata_is_normalized_in_the_ledger() {
     assert_eq!(send(&app, &key, &json!([e])).await.0, StatusCode::ACCEPTED);
     let core = app.bound.as_ref().unwrap().core.clone();
     let entries = core.ledger.read_from(0, 10).unwrap();
-    let record = serde_json::to_value(&entries.last().unwrap())
+    let record = serde_json::to_value(entries.last().unwrap())
         .unwrap()
         .to_string();
     assert!(
