@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{copy_dir, default_pack, request, test_pack};
+use common::{call, copy_dir, default_pack, request, test_pack};
 use reqwest::{Client, StatusCode};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
@@ -166,70 +166,40 @@ async fn a_pending_hold_survives_a_restart_and_can_be_approved_after_it() {
         std::fs::metadata(&token_path).unwrap().permissions().mode() & 0o777,
         0o600
     );
-    let created: Value = client
-        .post(format!(
-            "{}/t1/service/api-keys",
-            p.url("control_plane_url")
-        ))
-        .bearer_auth(&admin_token)
-        .json(&json!({"scope_level": "organization", "permissions": ["execute"]}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (cp, admin) = (p.url("control_plane_url"), p.url("admin_url"));
+    let key_body = json!({"scope_level": "organization", "permissions": ["execute"]});
+    let created = call(
+        client
+            .post(format!("{cp}/t1/service/api-keys"))
+            .json(&key_body),
+        &admin_token,
+    )
+    .await
+    .1;
     let key = created["key"].as_str().unwrap().to_string();
-    let d: Value = client
-        .post(format!("{}/v1/enforce", p.url("admin_url")))
-        .header("X-API-Key", &key)
-        .json(&request("deploy.run"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let d = call(
+        client
+            .post(format!("{admin}/v1/enforce"))
+            .json(&request("deploy.run")),
+        &key,
+    )
+    .await
+    .1;
     let hold = d["hold_token"].as_str().expect("STEP_UP").to_string();
     assert_eq!(p.terminate(), 0);
 
     let p = Proc::up(dir.path(), &pack, &[]);
-    assert_eq!(
-        std::fs::read_to_string(&token_path).unwrap(),
-        admin_token,
-        "the admin token is kept"
-    );
-    let poll = format!("{}/v1/enforce/hold/{hold}", p.url("admin_url"));
-    let pending: Value = client
-        .get(&poll)
-        .header("X-API-Key", &key)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let saved = std::fs::read_to_string(&token_path).unwrap();
+    assert_eq!(saved, admin_token, "the admin token is kept");
+    let (cp, admin) = (p.url("control_plane_url"), p.url("admin_url"));
+    let poll = format!("{admin}/v1/enforce/hold/{hold}");
+    let pending = call(client.get(&poll), &key).await.1;
     assert_eq!(pending["resolved"], false, "{pending}");
-    let r = client
-        .post(format!(
-            "{}/t1/service/approvals/{hold}/approve",
-            p.url("control_plane_url")
-        ))
-        .bearer_auth(&admin_token)
-        .json(&json!({"approver": "carol"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), StatusCode::OK);
-    let done: Value = client
-        .get(&poll)
-        .header("X-API-Key", &key)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let approve = client
+        .post(format!("{cp}/t1/service/approvals/{hold}/approve"))
+        .json(&json!({"approver": "carol"}));
+    assert_eq!(call(approve, &admin_token).await.0, StatusCode::OK);
+    let done = call(client.get(&poll), &key).await.1;
     assert_eq!(done["resolution"], "ALLOW");
     assert_eq!(p.terminate(), 0);
 

@@ -40,6 +40,15 @@ pub fn ct_eq(a: &str, b: &str) -> bool {
     a.as_bytes().ct_eq(b.as_bytes()).into()
 }
 
+/// Authenticates a presented API key and spends one request of its rate limit.
+///
+/// Errors: `Invalid`, `Revoked`, `Expired` (401); `RateLimited` (429).
+fn admit_key(core: &AppState, presented: &str) -> Result<Arc<ApiKeyRecord>, AuthError> {
+    let key = core.keys.authenticate(presented, crate::ids::now())?;
+    core.limits.check(&key.key_id)?;
+    Ok(key)
+}
+
 /// An authenticated, rate-limited runtime caller.
 #[derive(Debug, Clone)]
 pub struct Caller {
@@ -87,9 +96,9 @@ impl FromRequestParts<AppState> for Caller {
         core: &AppState,
     ) -> Result<Self, Self::Rejection> {
         let presented = presented_credential(&parts.headers).ok_or(AuthError::Missing)?;
-        let key = core.keys.authenticate(presented, crate::ids::now())?;
-        core.limits.check(&key.key_id)?;
-        Ok(Caller { key })
+        Ok(Caller {
+            key: admit_key(core, presented)?,
+        })
     }
 }
 
@@ -149,9 +158,7 @@ impl FromRequestParts<AppState> for Operator {
         if ct_eq(presented, &core.admin_token) {
             return Ok(Operator::Admin);
         }
-        let key = core.keys.authenticate(presented, crate::ids::now())?;
-        core.limits.check(&key.key_id)?;
-        Ok(Operator::Key(key))
+        Ok(Operator::Key(admit_key(core, presented)?))
     }
 }
 

@@ -187,6 +187,14 @@ pub fn request(tool: &str) -> Value {
     })
 }
 
+/// Sends `req` with `Authorization: Bearer <credential>` (an API key or the admin token) and
+/// returns the status and the JSON body.
+pub async fn call(req: reqwest::RequestBuilder, credential: &str) -> (StatusCode, Value) {
+    let resp = req.bearer_auth(credential).send().await.unwrap();
+    let status = resp.status();
+    (status, resp.json().await.unwrap())
+}
+
 /// Asserts an error response: status and a `detail` string containing `needle`.
 pub async fn assert_detail(resp: Response, status: StatusCode, needle: &str) -> Value {
     assert_eq!(resp.status(), status, "status");
