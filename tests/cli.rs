@@ -16,15 +16,21 @@ const BIN: &str = env!("CARGO_BIN_EXE_toolgate");
 struct Proc {
     child: Child,
     ready: Value,
+    log: std::sync::mpsc::Receiver<String>,
 }
 
 impl Proc {
     fn up(dir: &Path, pack: &Path, env: &[(&str, &str)]) -> Proc {
+        Self::start("up", dir, pack, env)
+    }
+
+    /// Starts `role` (`up`, `serve`, `control-plane`) with every listener on port 0.
+    fn start(role: &str, dir: &Path, pack: &Path, env: &[(&str, &str)]) -> Proc {
         let ready_file = dir.join("ready.json");
         let _ = std::fs::remove_file(&ready_file);
         let mut cmd = Command::new(BIN);
         cmd.args([
-            "up",
+            role,
             "--admin-listen",
             "127.0.0.1:0",
             "--control-plane-listen",
@@ -53,15 +59,43 @@ impl Proc {
                 break;
             }
         }
-        std::thread::spawn(move || lines.for_each(drop));
+        let (tx, log) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
         let ready: Value =
             serde_json::from_str(&std::fs::read_to_string(&ready_file).expect("ready file"))
                 .unwrap();
-        Proc { child, ready }
+        Proc { child, ready, log }
     }
 
     fn url(&self, key: &str) -> String {
         self.ready[key].as_str().unwrap().to_string()
+    }
+
+    /// Blocks until a log line containing `needle` arrives (at most 10 s).
+    fn wait_for_log(&self, needle: &str) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let line = self
+                .log
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("no log line with {needle:?}"));
+            if line.contains(needle) {
+                return;
+            }
+        }
+    }
+
+    fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .args([name, &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
     }
 
     fn terminate(mut self) -> i32 {
@@ -263,4 +297,97 @@ enforcement_mode = "block"
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stdout).contains("FAIL"));
+}
+
+#[tokio::test]
+async fn serve_and_control_plane_run_only_their_own_listeners() {
+    let dir = tempfile::tempdir().unwrap();
+    let pack = pack_in(dir.path());
+    let env = [("TOOLGATE_ADMIN_TOKEN", "t0ken-for-test")];
+    for (role, key) in [
+        ("serve", "admin_url"),
+        ("control-plane", "control_plane_url"),
+    ] {
+        let p = Proc::start(role, dir.path(), &pack, &env);
+        let keys: Vec<&String> = p.ready.as_object().unwrap().keys().collect();
+        assert_eq!(keys, vec![key], "{role}");
+        assert_eq!(p.terminate(), 0, "{role}");
+    }
+}
+
+/// Waits (bounded) until GET /v1/health reports a policy version other than `old`.
+async fn next_policy_version(client: &Client, admin: &str, old: &str) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let health = call(client.get(format!("{admin}/v1/health")), "").await.1;
+        let version = health["policy_version"].as_str().unwrap().to_string();
+        if version != old {
+            return version;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "policy was not reloaded"
+        );
+        tokio::task::yield_now().await;
+    }
+}
+
+#[tokio::test]
+async fn sighup_reloads_the_pack_and_a_broken_pack_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let pack = pack_in(dir.path());
+    let p = Proc::up(dir.path(), &pack, &[("TOOLGATE_ADMIN_TOKEN", "adm")]);
+    let (client, admin, cp) = (
+        Client::new(),
+        p.url("admin_url"),
+        p.url("control_plane_url"),
+    );
+    let key_body = json!({"scope_level": "organization", "permissions": ["execute"]});
+    let created = call(
+        client
+            .post(format!("{cp}/t1/service/api-keys"))
+            .json(&key_body),
+        "adm",
+    )
+    .await
+    .1;
+    let key = created["key"].as_str().unwrap().to_string();
+    let decide = || {
+        call(
+            client
+                .post(format!("{admin}/v1/enforce"))
+                .json(&request("crm.lookup")),
+            &key,
+        )
+    };
+    let before = decide().await.1;
+    assert_eq!(before["decision"], "ALLOW");
+
+    let rule = "[[rule]]\nid = \"crm-frozen\"\ndescription = \"CRM is frozen\"\nwhen = 'tool_name == \"crm.lookup\"'\neffect = \"block\"\nseverity = \"high\"\n";
+    std::fs::write(pack.join("rules/freeze.toml"), rule).unwrap();
+    p.signal("-HUP");
+    let v2 = next_policy_version(&client, &admin, before["policy_version"].as_str().unwrap()).await;
+    let after = decide().await.1;
+    assert_eq!(after["decision"], "BLOCK", "{after}");
+    assert_eq!(after["matched_rule_ids"], json!(["crm-frozen"]));
+
+    std::fs::write(pack.join("rules/broken.toml"), "[[rule]]\nid = 3\n").unwrap();
+    p.signal("-HUP");
+    p.wait_for_log("policy reload refused");
+    assert_eq!(
+        decide().await.1["decision"],
+        "BLOCK",
+        "the previous pack stays"
+    );
+    std::fs::remove_file(pack.join("rules/freeze.toml")).unwrap();
+    std::fs::remove_file(pack.join("rules/broken.toml")).unwrap();
+    p.signal("-HUP");
+    let v3 = next_policy_version(&client, &admin, &v2).await;
+    assert_eq!(
+        v3,
+        before["policy_version"].as_str().unwrap(),
+        "the good pack is back"
+    );
+    assert_eq!(decide().await.1["decision"], "ALLOW");
+    assert_eq!(p.terminate(), 0);
 }
