@@ -139,12 +139,15 @@ fn run(args: RunArgs, role: Role) -> ExitCode {
         Err(e) => return fail(1, &format!("cannot start the runtime: {e}")),
     };
     runtime.block_on(async move {
-        let bound = match app::build(config, role).await {
-            Ok(b) => b,
+        let signals = match app::Signals::install() {
+            Ok(s) => s,
             Err(e) => return fail(e.exit_code(), &e.to_string()),
         };
-        match bound.run_until_signal().await {
-            Ok(()) => ExitCode::SUCCESS,
+        match app::build(config, role).await {
+            Ok(bound) => {
+                bound.run_until_signal(signals).await;
+                ExitCode::SUCCESS
+            }
             Err(e) => fail(e.exit_code(), &e.to_string()),
         }
     })

@@ -52,6 +52,28 @@ impl BuildError {
     }
 }
 
+/// The process signals toolgate handles: SIGTERM and SIGINT stop, SIGHUP reloads the policy.
+pub struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    /// Installs the handlers; call inside the runtime, before [`build`].
+    ///
+    /// Errors: `Runtime` when the OS refuses a handler.
+    pub fn install() -> Result<Signals, BuildError> {
+        use tokio::signal::unix::{signal, SignalKind};
+        let sig = |k| signal(k).map_err(|e| BuildError::Runtime(format!("signal handler: {e}")));
+        Ok(Signals {
+            term: sig(SignalKind::terminate())?,
+            int: sig(SignalKind::interrupt())?,
+            hup: sig(SignalKind::hangup())?,
+        })
+    }
+}
+
 /// A running toolgate: bound addresses plus the means to stop it.
 pub struct Bound {
     /// Admin listener ({base_url}), when the role runs it.
@@ -250,24 +272,18 @@ impl Bound {
     }
 
     /// Runs until SIGTERM or SIGINT, then [`Bound::shutdown`]. SIGHUP reloads the policy pack
-    /// (a pack that fails to load is refused and the previous one stays).
-    pub async fn run_until_signal(self) -> Result<(), BuildError> {
-        use tokio::signal::unix::{signal, SignalKind};
-        let sig = |k| signal(k).map_err(|e| BuildError::Runtime(format!("signal handler: {e}")));
-        let (mut term, mut int, mut hup) = (
-            sig(SignalKind::terminate())?,
-            sig(SignalKind::interrupt())?,
-            sig(SignalKind::hangup())?,
-        );
+    /// (a pack that fails to load is refused and the previous one stays). The handlers were
+    /// installed by [`Signals::install`] before [`build`], so no signal sent after the ready
+    /// file appears can hit the default action.
+    pub async fn run_until_signal(self, mut signals: Signals) {
         loop {
             tokio::select! {
-                _ = term.recv() => break,
-                _ = int.recv() => break,
-                _ = hup.recv() => self.reload_policy(),
+                _ = signals.term.recv() => break,
+                _ = signals.int.recv() => break,
+                _ = signals.hup.recv() => self.reload_policy(),
             }
         }
         self.shutdown().await;
-        Ok(())
     }
 
     /// Reloads the policy pack from the configured directory.
