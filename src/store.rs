@@ -272,6 +272,30 @@ pub fn pair_key(a: &str, b: &str) -> Vec<u8> {
     k
 }
 
+/// Opens the store in `dir` again after the previous handles were dropped, in the same process
+/// (tests only).
+///
+/// sled 0.34 releases its file lock from a background I/O thread shortly after the last handle
+/// is dropped, so an immediate reopen in the same process fails now and then with `could not
+/// acquire lock`. This retries that one error until a 10 s deadline; any other error, or the
+/// deadline, panics. (A restarted process never sees this: the OS drops the lock at exit.)
+#[cfg(test)]
+pub(crate) fn reopen_for_tests(dir: &Path) -> Store {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match Store::open(dir) {
+            Ok(store) => return store,
+            Err(StoreError::Open { source, .. })
+                if source.to_string().contains("could not acquire lock")
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::yield_now()
+            }
+            Err(e) => panic!("reopen failed: {e}"),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -286,7 +310,7 @@ mod tests {
             assert!(!t.put_new(b"k", &1).unwrap());
             store.flush().await.unwrap();
         }
-        let store = Store::open(dir.path()).unwrap();
+        let store = reopen_for_tests(dir.path());
         let v: serde_json::Value = store.tree(TreeName::Meta).get(b"k").unwrap().unwrap();
         assert_eq!(v["a"], 1);
     }

@@ -173,7 +173,7 @@ mod tests {
             assert_eq!(ks.list("t1", now).len(), 1);
             assert!(ks.list("t2", now).is_empty());
         }
-        let store = Store::open(dir.path()).unwrap();
+        let store = crate::store::reopen_for_tests(dir.path());
         let ks = KeyStore::open(&store, RevokedSet::empty()).unwrap();
         let id = ks.authenticate(&plaintext, now).unwrap().key_id.clone();
         assert!(matches!(

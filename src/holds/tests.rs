@@ -46,7 +46,7 @@ struct Fixture {
 }
 
 fn fixture_at(dir: &std::path::Path) -> Fixture {
-    let store = Store::open(dir).unwrap();
+    let store = crate::store::reopen_for_tests(dir);
     let receipts = Arc::new(ReceiptLog::open(&store, dir).unwrap());
     let (tx, rx) = watch::channel(false);
     let book = Arc::new(HoldBook::new(&store, receipts.clone(), 100, rx));
