@@ -102,7 +102,8 @@ pub async fn enforce(
     let subject = subject_id(verdict.decision);
     let receipt = core
         .receipts
-        .issue(receipt_body(&req, &verdict, &subject, &request_hash))?;
+        .issue(receipt_body(&req, &verdict, &subject, &request_hash))
+        .await?;
     match verdict.decision {
         Decision::StepUp => {
             open_hold(

@@ -156,7 +156,7 @@ impl HoldBook {
         if rec.resolved {
             return Err(already(&rec));
         }
-        let terminal = self.receipts.issue(terminal_body(&rec, &how))?;
+        let terminal = self.receipts.issue(terminal_body(&rec, &how)).await?;
         rec.resolve(how, terminal, ids::now());
         self.tree.put(token.as_bytes(), &rec)?;
         self.store.flush().await?;

@@ -24,7 +24,7 @@ fn new_hold(timeout: u64) -> NewHold {
     }
 }
 
-fn initial(receipts: &ReceiptLog, token: &str) -> Receipt {
+async fn initial(receipts: &ReceiptLog, token: &str) -> Receipt {
     receipts
         .issue(ReceiptBody {
             kind: ReceiptKind::Decision,
@@ -36,6 +36,7 @@ fn initial(receipts: &ReceiptLog, token: &str) -> Receipt {
             decision_reason_code: ReasonCode::RuleStepUp,
             policy_version: "1+abc".into(),
         })
+        .await
         .unwrap()
 }
 
@@ -59,7 +60,7 @@ fn fixture_at(dir: &std::path::Path) -> Fixture {
 
 async fn create(f: &Fixture, timeout: u64) -> HoldRecord {
     let n = new_hold(timeout);
-    let r = initial(&f.receipts, &n.token);
+    let r = initial(&f.receipts, &n.token).await;
     f.book.create(n, r).await.unwrap()
 }
 
@@ -179,10 +180,10 @@ async fn the_cap_on_pending_holds_is_enforced() {
     let (_tx, rx) = watch::channel(false);
     let book = Arc::new(HoldBook::new(&store, receipts.clone(), 1, rx));
     let n = new_hold(300);
-    let r = initial(&receipts, &n.token);
+    let r = initial(&receipts, &n.token).await;
     book.create(n, r).await.unwrap();
     let n = new_hold(300);
-    let r = initial(&receipts, &n.token);
+    let r = initial(&receipts, &n.token).await;
     assert!(matches!(
         book.create(n, r).await,
         Err(HoldError::TooManyPending(1))

@@ -45,7 +45,9 @@ impl CanonHasher {
 
     /// Appends a sequence number as a decimal ASCII field.
     pub(crate) fn seq(&mut self, seq: u64) -> &mut Self {
-        self.field(seq.to_string().as_bytes())
+        let mut buf = [0u8; 20];
+        let digits = decimal(seq, &mut buf);
+        self.field(digits)
     }
 
     /// Appends the canonical JSON of `value` as one field.
@@ -63,6 +65,19 @@ impl CanonHasher {
     /// The lower-case hex digest.
     pub(crate) fn finish_hex(self) -> String {
         hex::encode(self.finish())
+    }
+}
+
+/// The decimal ASCII digits of `n`, written at the end of `buf` (u64::MAX has 20 digits).
+fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut start = buf.len();
+    loop {
+        start -= 1;
+        buf[start] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return &buf[start..];
+        }
     }
 }
 
@@ -155,6 +170,14 @@ mod tests {
         let mut second = Vec::new();
         canonical_json(&reread, &mut second);
         assert_eq!(first, second);
+    }
+
+    #[test]
+    fn sequence_numbers_are_decimal_text() {
+        let mut buf = [0u8; 20];
+        for n in [0u64, 7, 10, 1234567890, u64::MAX] {
+            assert_eq!(decimal(n, &mut buf), n.to_string().as_bytes());
+        }
     }
 
     #[test]

@@ -1,33 +1,41 @@
-//! Signed, hash-chained decision receipts (DESIGN.md, "Evidence"): every decision and every
-//! hold resolution gets one, stored in the `Receipts` tree at `seq_key(seq)`.
+//! Hash-chained decision receipts covered by signed checkpoints (DESIGN.md, "Evidence";
+//! docs/ledger.md, "Receipts"): every decision and every hold resolution gets one.
 //!
-//! Hot path: [`ReceiptLog::issue`] runs for every /v1/enforce decision. Only the sequence
-//! assignment, the last two hash fields and the head update run under the lock; the id,
-//! timestamp, the content part of the hash, the Ed25519 signature and the sled insert run
-//! outside it.
+//! Hot path: [`ReceiptLog::issue`] runs for every /v1/enforce decision. It hashes the receipt's
+//! content outside any lock, appends it to the chain under a short lock (seq, chain hash, head),
+//! then awaits the signer task (`receipt/signer.rs`). The signer signs *checkpoints* (the chain
+//! head `{seq, hash}`) rather than single receipts: every receipt appended while it was busy is
+//! covered by its next signature (group commit, as transparency logs sign tree heads), and it
+//! stores each checkpoint with the receipts it covers as one [`Segment`] in the `Receipts` tree
+//! at `seq_key(checkpoint seq)`: one sled insert per batch. An idle log signs and stores each
+//! receipt at once.
 //!
-//! Crash semantics: `issue` does not flush; sled's background flusher writes receipts within
-//! about 500 ms, so a crash may lose the receipts issued since the last flush. Because inserts
-//! happen outside the lock, receipt `n + 1` can reach sled just before receipt `n`, so a crash
-//! can also leave a hole in the last few sequence numbers. [`ReceiptLog::open`] records such
-//! holes in the `Meta` tree (`ledger/receipts/lost/<seq>`), and `verify` reports them (and
-//! any hole within the last [`TAIL_WINDOW`] receipts) as "lost in a crash", not as a broken
-//! chain. Callers that need a receipt durable (hold resolutions) call `Store::flush` themselves.
+//! Crash semantics: nothing here flushes; sled's background flusher writes segments within
+//! about 500 ms, so a crash may lose the segments stored since the last flush (the receipts in
+//! them were already returned, as before). No receipt is ever stored without its checkpoint.
+//! Segments are written by one task in chain order, so a crash normally loses a suffix; a hole
+//! (a failed insert, or a flush that kept a later segment but not an earlier one) is recorded
+//! by [`ReceiptLog::open`] in the `Meta` tree (`ledger/receipts/lost/<seq>`), and `verify`
+//! reports holes within the last [`TAIL_WINDOW`] receipts as lost in a crash. Callers that need
+//! a receipt durable (holds) call `Store::flush` after `issue` returns.
 
 use super::canon::{CanonHasher, ChainHead};
 use super::{signing, LedgerError};
 use crate::ids;
 use crate::store::{seq_key, Store, Tree, TreeName};
 use crate::vocab::{AuthorizationDecision, Decision, ReasonCode};
-use base64::engine::general_purpose::STANDARD as B64;
-use base64::Engine;
-use ed25519_dalek::{Signer, SigningKey};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
-use std::sync::{Mutex, MutexGuard};
 
-/// Domain tag of receipt hashes.
-const RECEIPT_TAG: &str = "toolgate/receipt/v1";
+mod checkpoint;
+mod signer;
+
+pub use checkpoint::Segment;
+
+/// Domain tag of a receipt's content digest.
+const CONTENT_TAG: &str = "toolgate/receipt-content/v2";
+/// Domain tag of a receipt's chain hash.
+const CHAIN_TAG: &str = "toolgate/receipt/v2";
 /// Holes within this many receipts of the chain head are attributed to a crash.
 pub const TAIL_WINDOW: u64 = 1024;
 /// `Meta` key prefix of holes found at open; the key ends with `seq_key(seq)`.
@@ -74,10 +82,9 @@ pub struct ReceiptBody {
     pub policy_version: String,
 }
 
-/// A signed receipt: the body plus its place in the chain, hash and signature. This JSON is
-/// both what is stored and what the API returns as `receipt` / `initial_receipt`.
+/// A receipt as stored (inside a [`Segment`]): the body and its place in the hash chain.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Receipt {
+pub struct ReceiptEntry {
     /// `rcpt_<uuid v7>`.
     pub receipt_id: String,
     /// Position in the receipt chain, starting at 1.
@@ -90,26 +97,49 @@ pub struct Receipt {
     pub body: ReceiptBody,
     /// `hash` of receipt `seq - 1`; 64 hex zeros for seq 1.
     pub prev_hash: String,
-    /// Lower-case hex SHA-256, see [`Receipt::compute_hash`].
+    /// Lower-case hex chain hash, see [`ReceiptEntry::compute_hash`].
     pub hash: String,
-    /// Standard base64 (padded) Ed25519 signature over the 32 raw bytes of `hash`.
-    pub signature: String,
-    /// First 16 hex of SHA-256 of the signer's raw public key ([`super::key_id`]).
-    pub signing_key_id: String,
 }
 
-impl Receipt {
-    /// SHA-256 over the length-prefixed fields `toolgate/receipt/v1`, receipt_id, issued_at,
-    /// kind, tenant_id, subject_id, request_hash, decision, authorization_decision,
-    /// decision_reason_code, policy_version (wire strings), seq (decimal), prev_hash.
+impl ReceiptEntry {
+    /// Lower-case hex SHA-256 over the length-prefixed fields `toolgate/receipt-content/v2`,
+    /// receipt_id, issued_at, kind, tenant_id, subject_id, request_hash, decision,
+    /// authorization_decision, decision_reason_code, policy_version (wire strings).
+    pub fn content_digest(&self) -> String {
+        content_digest(&self.receipt_id, &self.issued_at, &self.body)
+    }
+
+    /// The chain hash: lower-case hex SHA-256 over the fields `toolgate/receipt/v2`,
+    /// content digest (hex text), seq (decimal), prev_hash (hex text).
     pub fn compute_hash(&self) -> String {
-        let h = content_hasher(&self.receipt_id, &self.issued_at, &self.body);
-        hex::encode(finish_chain_hash(h, self.seq, &self.prev_hash))
+        chain_hash(&self.content_digest(), self.seq, &self.prev_hash)
     }
 }
 
-/// The hash state over everything but the chain position (computed outside the lock).
-fn content_hasher(receipt_id: &str, issued_at: &str, body: &ReceiptBody) -> CanonHasher {
+/// A receipt as the API returns it (`receipt`, `initial_receipt`, `terminal_receipt`): the stored
+/// entry plus the proof that a signed checkpoint covers it. [`Receipt::verify`] checks one
+/// receipt on its own: fold `checkpoint_path` from `hash` up to `checkpoint_hash`, then check
+/// `signature` over the checkpoint statement (docs/ledger.md, "Canonical encodings").
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Receipt {
+    /// The chained receipt.
+    #[serde(flatten)]
+    pub entry: ReceiptEntry,
+    /// Standard base64 (padded) Ed25519 signature over the checkpoint statement.
+    pub signature: String,
+    /// First 16 hex of SHA-256 of the signer's raw public key ([`super::key_id`]).
+    pub signing_key_id: String,
+    /// Sequence number of the signed checkpoint (≥ `seq`).
+    pub checkpoint_seq: u64,
+    /// Chain hash of receipt `checkpoint_seq`, as signed.
+    pub checkpoint_hash: String,
+    /// Hex content digests of receipts `seq + 1 ..= checkpoint_seq`, in order (empty when the
+    /// checkpoint is this receipt).
+    pub checkpoint_path: Vec<String>,
+}
+
+/// The content digest (hex) of a receipt: everything but its chain position.
+fn content_digest(receipt_id: &str, issued_at: &str, body: &ReceiptBody) -> String {
     // Exhaustive destructuring: a new body field fails to compile until it is hashed.
     let ReceiptBody {
         kind,
@@ -121,29 +151,26 @@ fn content_hasher(receipt_id: &str, issued_at: &str, body: &ReceiptBody) -> Cano
         decision_reason_code,
         policy_version,
     } = body;
-    let mut h = CanonHasher::new(RECEIPT_TAG);
-    h.str(receipt_id)
-        .str(issued_at)
-        .str(kind.as_str())
-        .str(tenant_id);
-    h.str(subject_id).str(request_hash).str(decision.as_str());
-    h.str(authorization_decision.as_str())
+    let mut h = CanonHasher::new(CONTENT_TAG);
+    h.str(receipt_id).str(issued_at).str(kind.as_str());
+    h.str(tenant_id).str(subject_id).str(request_hash);
+    h.str(decision.as_str())
+        .str(authorization_decision.as_str())
         .str(decision_reason_code.as_str());
     h.str(policy_version);
-    h
+    h.finish_hex()
 }
 
-/// Adds the chain position to a content hash and finishes it.
-fn finish_chain_hash(mut h: CanonHasher, seq: u64, prev_hash: &str) -> [u8; 32] {
-    h.seq(seq).str(prev_hash);
-    h.finish()
+/// The chain hash (hex) of the receipt at `seq` with `content` digest after `prev_hash`.
+pub(crate) fn chain_hash(content: &str, seq: u64, prev_hash: &str) -> String {
+    let mut h = CanonHasher::new(CHAIN_TAG);
+    h.str(content).seq(seq).str(prev_hash);
+    h.finish_hex()
 }
 
 /// Issues receipts. One per process (the chain head lives in memory); share it by `Arc`.
 pub struct ReceiptLog {
-    tree: Tree,
-    head: Mutex<ChainHead>,
-    key: SigningKey,
+    signer: signer::Signer,
     key_id: String,
     public_pem: String,
 }
@@ -151,68 +178,57 @@ pub struct ReceiptLog {
 impl ReceiptLog {
     /// Opens the chain and the signing key: loads or creates `<data_dir>/receipt-signing.key`
     /// (PKCS#8 PEM, mode 0600), writes `<data_dir>/receipt-signing.pub`, resumes the head from
-    /// the last stored receipt and records any crash holes in the tail (see the module docs).
+    /// the last stored segment, records any crash holes in the tail (see the module docs) and
+    /// starts the signer task on the current tokio runtime.
     ///
-    /// Errors: [`LedgerError::Key`] for key files, [`LedgerError::Store`] for storage (including
-    /// a last receipt that does not decode).
+    /// Errors: [`LedgerError::Key`] for key files or when called outside a tokio runtime,
+    /// [`LedgerError::Store`] for storage (including a segment in the tail that does not decode).
     pub fn open(store: &Store, data_dir: &Path) -> Result<ReceiptLog, LedgerError> {
         let key = signing::load_or_create(data_dir)?;
         let verifying = key.verifying_key();
         let public_pem = signing::public_pem(&verifying)?;
         signing::write_public(data_dir, &public_pem)?;
+        let key_id = signing::key_id(&verifying);
         let tree = store.tree(TreeName::Receipts);
-        let head = match tree.last::<Receipt>()? {
-            Some((_, r)) => ChainHead {
-                seq: r.seq,
-                hash: r.hash,
+        let head = match tree.last::<Segment>()? {
+            Some((_, s)) => ChainHead {
+                seq: s.checkpoint.seq,
+                hash: s.checkpoint.hash,
             },
             None => ChainHead::genesis(),
         };
         note_tail_holes(store, &tree, head.seq)?;
+        let signer = signer::Signer::start(head, key, key_id.clone(), tree)?;
         Ok(ReceiptLog {
-            tree,
-            head: Mutex::new(head),
-            key_id: signing::key_id(&verifying),
-            key,
+            signer,
+            key_id,
             public_pem,
         })
     }
 
-    /// Issues, signs and stores one receipt (not flushed; see the module docs).
+    /// Issues one receipt, waits until the signer has signed a checkpoint covering it and
+    /// stored both (not flushed; see the module docs), and returns it with that proof.
     ///
-    /// Errors: [`LedgerError::Store`] when the insert fails; the sequence number is then used
-    /// up and the chain has a hole there, which `verify` reports.
-    pub fn issue(&self, body: ReceiptBody) -> Result<Receipt, LedgerError> {
+    /// Cancel-safe: a dropped call's receipt is still signed and stored with its batch.
+    ///
+    /// Errors: [`LedgerError::Key`] when the signer task has stopped (its runtime shut down) or
+    /// the receipt's segment could not be stored (the chain then has a hole there, which
+    /// `verify` reports).
+    pub async fn issue(&self, body: ReceiptBody) -> Result<Receipt, LedgerError> {
         let receipt_id = ids::new_id("rcpt");
         let issued_at = ids::rfc3339(ids::now());
-        let content = content_hasher(&receipt_id, &issued_at, &body);
-        let (seq, prev_hash, digest) = self.advance(content);
-        let signature = B64.encode(self.key.sign(&digest).to_bytes());
-        let receipt = Receipt {
+        let digest = content_digest(&receipt_id, &issued_at, &body);
+        let covered = self.signer.append(signer::Draft {
             receipt_id,
-            seq,
             issued_at,
             body,
-            prev_hash,
-            hash: hex::encode(digest),
-            signature,
-            signing_key_id: self.key_id.clone(),
-        };
-        if let Err(e) = self.tree.put(&seq_key(seq), &receipt) {
-            tracing::error!(seq, error = %e, "receipt insert failed; the chain has a hole here");
-            return Err(e.into());
+            digest,
+        })?;
+        match covered.await {
+            Ok(Ok((checkpoint, entry))) => Ok(checkpoint.prove(entry, &self.key_id)),
+            Ok(Err(not_stored)) => Err(LedgerError::Key(not_stored)),
+            Err(_) => Err(signer::stopped()),
         }
-        Ok(receipt)
-    }
-
-    /// The critical section: assign the next seq, finish the hash, advance the head.
-    fn advance(&self, content: CanonHasher) -> (u64, String, [u8; 32]) {
-        let mut head = self.lock();
-        let seq = head.seq + 1;
-        let digest = finish_chain_hash(content, seq, &head.hash);
-        let prev_hash = std::mem::replace(&mut head.hash, hex::encode(digest));
-        head.seq = seq;
-        (seq, prev_hash, digest)
     }
 
     /// The public key as SubjectPublicKeyInfo PEM (the content of `receipt-signing.pub`).
@@ -220,37 +236,34 @@ impl ReceiptLog {
         self.public_pem.clone()
     }
 
-    /// The `signing_key_id` stamped on receipts.
+    /// The `signing_key_id` stamped on receipts and checkpoints.
     pub fn key_id(&self) -> &str {
         &self.key_id
     }
 
     /// Number of receipts issued so far (= the last assigned seq).
     pub fn len(&self) -> u64 {
-        self.lock().seq
+        self.signer.head_seq()
     }
 
     /// True when no receipt has been issued.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
-
-    /// The head lock; recovered when poisoned (the head is assigned in one step, after the
-    /// hash is computed, so a panic cannot leave it half-updated).
-    fn lock(&self) -> MutexGuard<'_, ChainHead> {
-        self.head.lock().unwrap_or_else(|e| e.into_inner())
-    }
 }
 
 /// Records holes among the last [`TAIL_WINDOW`] receipts in `Meta` (first detection wins).
 fn note_tail_holes(store: &Store, tree: &Tree, head_seq: u64) -> Result<(), LedgerError> {
+    let start = head_seq.saturating_sub(TAIL_WINDOW).max(1);
+    let segments = tree.range_from::<Segment>(&seq_key(start), usize::MAX)?;
+    let mut present = std::collections::BTreeSet::new();
+    for (_, segment) in &segments {
+        present.extend(segment.receipts.iter().map(|r| r.seq));
+    }
     let meta = store.tree(TreeName::Meta);
     let detected_at = ids::rfc3339(ids::now());
     let mut holes = 0u64;
-    for seq in head_seq.saturating_sub(TAIL_WINDOW).max(1)..head_seq {
-        if tree.contains(&seq_key(seq))? {
-            continue;
-        }
+    for seq in (start..head_seq).filter(|seq| !present.contains(seq)) {
         let mut key = LOST_PREFIX.to_vec();
         key.extend_from_slice(&seq_key(seq));
         let note = serde_json::json!({"detected_at": detected_at, "head_seq": head_seq});

@@ -1,7 +1,8 @@
 //! Offline verification of both chains (`toolgate ledger verify --data-dir DIR`): recomputes
-//! every receipt and ledger entry hash, checks the `prev_hash` links, sequence continuity and
-//! each receipt's Ed25519 signature, and reports counts and the first problem found.
+//! every receipt and ledger entry hash, checks the `prev_hash` links and sequence continuity and
+//! the Ed25519 signature of every receipt checkpoint; reports counts and the first problem found.
 //!
+//! Receipts are stored in signed segments (`verify/receipts.rs`); ledger entries one per key.
 //! A missing sequence number is a broken chain, except when it lies within the last
 //! [`TAIL_WINDOW`] entries or was recorded as lost when the receipt log was reopened: those are
 //! reported as lost in a crash before sled's flush (docs/ledger.md, "Crash semantics").
@@ -9,13 +10,12 @@
 use super::canon::ZERO_HASH;
 use super::receipt::{LOST_PREFIX, TAIL_WINDOW};
 use super::signing::{key_id, parse_public_pem};
-use super::{LedgerEntry, LedgerError, Receipt};
+use super::{LedgerEntry, LedgerError};
 use crate::store::{seq_key, Store, Tree, TreeName};
-use base64::engine::general_purpose::STANDARD as B64;
-use base64::Engine;
-use ed25519_dalek::{Signature, Verifier, VerifyingKey};
 use std::collections::BTreeSet;
 use std::fmt;
+
+mod receipts;
 
 /// Probing stops after this many consecutive missing sequence numbers.
 const MAX_PROBE_GAP: u64 = 100_000;
@@ -36,12 +36,15 @@ pub struct ChainReport {
     pub entries: u64,
     /// Highest sequence number found (0 for an empty chain).
     pub last_seq: u64,
-    /// Number of problems (a problem entry counts once).
+    /// Number of problems found (an entry can have more than one, e.g. a bad hash and a bad
+    /// checkpoint).
     pub problems: u64,
     /// The first problem, by sequence number.
     pub first_problem: Option<Problem>,
     /// Sequence numbers missing because of a crash before the last flush (not problems).
     pub lost_in_crash: Vec<u64>,
+    /// Receipts only: segments whose checkpoint signature verified.
+    pub checkpoints: u64,
 }
 
 impl ChainReport {
@@ -74,26 +77,21 @@ impl VerifyReport {
     }
 }
 
-/// Walks the `Receipts` and `Ledger` trees of `store`, checking receipt signatures against
-/// `public_key_pem` (the content of `<data-dir>/receipt-signing.pub`).
+/// Walks the `Receipts` and `Ledger` trees of `store`, checking receipt checkpoints (in the
+/// `Meta` tree) against `public_key_pem` (the content of `<data-dir>/receipt-signing.pub`).
 ///
 /// Errors: [`LedgerError::Key`] when the PEM is not an Ed25519 public key;
 /// [`LedgerError::Store`] when storage cannot be read. Corrupt entries are problems in the
 /// report, not errors.
 pub fn verify(store: &Store, public_key_pem: &str) -> Result<VerifyReport, LedgerError> {
     let key = parse_public_pem(public_key_pem)?;
-    let kid = key_id(&key);
     let noted = noted_losses(store)?;
-    let receipts = walk(
-        &store.tree(TreeName::Receipts),
-        &noted,
-        |seq, bytes, prev| check_receipt(seq, bytes, prev, &key, &kid),
-    )?;
+    let receipts = receipts::verify_receipts(&store.tree(TreeName::Receipts), &key, &noted)?;
     let events = walk(&store.tree(TreeName::Ledger), &BTreeSet::new(), check_entry)?;
     Ok(VerifyReport {
         receipts,
         events,
-        key_id: kid,
+        key_id: key_id(&key),
     })
 }
 
@@ -115,7 +113,8 @@ fn noted_losses(store: &Store) -> Result<BTreeSet<u64>, LedgerError> {
 type Checked = (Option<String>, Option<String>);
 
 /// Walks seq 1, 2, … by key until every stored entry was seen, checking each with `check`
-/// (given the expected `prev_hash`, or `None` right after a hole).
+/// (given the expected `prev_hash`, or `None` right after a hole or an entry that does not
+/// decode).
 fn walk(
     tree: &Tree,
     noted: &BTreeSet<u64>,
@@ -144,17 +143,20 @@ fn walk(
         }
         seq += 1;
     }
-    classify_missing(&mut report, missing, noted, total);
+    classify_holes(&mut report, missing, noted);
+    if report.entries < total {
+        let stray = total - report.entries;
+        report.problem(
+            0,
+            format!("{stray} entries are not at sequence keys of this chain"),
+        );
+    }
     Ok(report)
 }
 
-/// Splits missing seqs into crash losses and problems; flags entries never reached.
-fn classify_missing(
-    report: &mut ChainReport,
-    missing: Vec<u64>,
-    noted: &BTreeSet<u64>,
-    total: u64,
-) {
+/// Splits missing seqs into crash losses (within the last [`TAIL_WINDOW`] seqs, or `noted` at
+/// open) and problems.
+fn classify_holes(report: &mut ChainReport, missing: Vec<u64>, noted: &BTreeSet<u64>) {
     let last_seq = report.last_seq;
     let tail_start = last_seq.saturating_sub(TAIL_WINDOW);
     for seq in missing.into_iter().filter(|s| *s < last_seq) {
@@ -163,53 +165,6 @@ fn classify_missing(
         } else {
             report.problem(seq, "entry is missing".to_string());
         }
-    }
-    if report.entries < total {
-        let stray = total - report.entries;
-        report.problem(
-            0,
-            format!("{stray} entries are not at sequence keys of this chain"),
-        );
-    }
-}
-
-/// Checks one receipt: decoding, seq, link, hash, key id, signature.
-fn check_receipt(
-    seq: u64,
-    bytes: &[u8],
-    prev: Option<&str>,
-    key: &VerifyingKey,
-    kid: &str,
-) -> Checked {
-    let r: Receipt = match serde_json::from_slice(bytes) {
-        Ok(r) => r,
-        Err(e) => return (None, Some(format!("receipt does not decode: {e}"))),
-    };
-    let problem = common_checks(seq, r.seq, prev, &r.prev_hash, &r.hash, &r.compute_hash())
-        .or_else(|| {
-            (r.signing_key_id != kid).then(|| {
-                format!(
-                    "signed by key {} but checked against key {kid}",
-                    r.signing_key_id
-                )
-            })
-        })
-        .or_else(|| signature_problem(&r, key));
-    (Some(r.hash), problem)
-}
-
-/// `None` when the receipt's signature verifies over the raw bytes of its hash.
-fn signature_problem(r: &Receipt, key: &VerifyingKey) -> Option<String> {
-    let Ok(digest) = hex::decode(&r.hash) else {
-        return Some("hash is not hex".to_string());
-    };
-    let sig = B64
-        .decode(&r.signature)
-        .ok()
-        .and_then(|b| Signature::from_slice(&b).ok());
-    match sig {
-        Some(sig) if key.verify(&digest, &sig).is_ok() => None,
-        _ => Some("signature does not verify".to_string()),
     }
 }
 
@@ -265,13 +220,16 @@ impl fmt::Display for VerifyReport {
     }
 }
 
-/// One chain's summary line, plus a note when entries were lost in a crash.
+/// One chain's summary line, the number of verified checkpoints, and a note for crash losses.
 fn write_chain(f: &mut fmt::Formatter<'_>, label: &str, c: &ChainReport) -> fmt::Result {
     writeln!(
         f,
         "{label}: {} entries checked, last seq {}, {} problem(s)",
         c.entries, c.last_seq, c.problems
     )?;
+    if c.checkpoints > 0 {
+        writeln!(f, "  {} signed checkpoints verified", c.checkpoints)?;
+    }
     if let (Some(first), Some(last)) = (c.lost_in_crash.first(), c.lost_in_crash.last()) {
         writeln!(
             f,

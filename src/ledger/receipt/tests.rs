@@ -1,9 +1,13 @@
 //! Unit tests of `ledger::receipt` (real sled store in a tempdir).
 
+use super::signer::MAX_BATCH;
 use super::*;
 use crate::ledger::canon::ZERO_HASH;
 use crate::ledger::signing::{parse_public_pem, PRIVATE_KEY_FILE, PUBLIC_KEY_FILE};
-use ed25519_dalek::{Signature, Verifier};
+use crate::ledger::verify::verify;
+use checkpoint::CheckpointRecord;
+use ed25519_dalek::VerifyingKey;
+use std::future::Future;
 use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;
 
@@ -20,65 +24,169 @@ pub(crate) fn body(subject: &str) -> ReceiptBody {
     }
 }
 
-#[test]
-fn receipts_chain_and_are_signed_by_the_published_key() {
+fn public(log: &ReceiptLog) -> VerifyingKey {
+    parse_public_pem(&log.public_key_pem()).unwrap()
+}
+
+fn segments(store: &Store) -> Vec<Segment> {
+    let rows = store.tree(TreeName::Receipts).scan::<Segment>(b"").unwrap();
+    rows.into_iter().map(|(_, s)| s).collect()
+}
+
+fn stored_checkpoints(store: &Store) -> Vec<CheckpointRecord> {
+    segments(store).into_iter().map(|s| s.checkpoint).collect()
+}
+
+/// Issues `n` receipts from tasks spawned at once, returned in seq order.
+async fn issue_together(log: &Arc<ReceiptLog>, n: usize) -> Vec<Receipt> {
+    let tasks: Vec<_> = (0..n)
+        .map(|i| {
+            let log = log.clone();
+            tokio::spawn(async move { log.issue(body(&i.to_string())).await.unwrap() })
+        })
+        .collect();
+    let mut out = Vec::new();
+    for t in tasks {
+        out.push(t.await.unwrap());
+    }
+    out.sort_by_key(|r| r.entry.seq);
+    out
+}
+
+#[tokio::test]
+async fn receipts_chain_and_an_idle_log_signs_each_one_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
     let log = ReceiptLog::open(&store, dir.path()).unwrap();
-    let a = log.issue(body("a")).unwrap();
-    let b = log.issue(body("b")).unwrap();
-    assert_eq!((a.seq, b.seq, log.len()), (1, 2, 2));
-    assert_eq!(a.prev_hash, ZERO_HASH);
-    assert_eq!(b.prev_hash, a.hash);
-    assert!(a.receipt_id.starts_with("rcpt_"));
-    let key = parse_public_pem(&log.public_key_pem()).unwrap();
+    let a = log.issue(body("a")).await.unwrap();
+    let b = log.issue(body("b")).await.unwrap();
+    assert_eq!((a.entry.seq, b.entry.seq, log.len()), (1, 2, 2));
+    assert_eq!(a.entry.prev_hash, ZERO_HASH);
+    assert_eq!(b.entry.prev_hash, a.entry.hash);
+    assert!(a.entry.receipt_id.starts_with("rcpt_"));
+    let key = public(&log);
     for r in [&a, &b] {
-        assert_eq!(r.hash, r.compute_hash());
-        let sig = Signature::from_slice(&B64.decode(&r.signature).unwrap()).unwrap();
-        assert!(key.verify(&hex::decode(&r.hash).unwrap(), &sig).is_ok());
+        assert_eq!(r.entry.hash, r.entry.compute_hash());
+        assert_eq!(
+            (r.checkpoint_seq, r.checkpoint_path.len()),
+            (r.entry.seq, 0)
+        );
+        assert_eq!(r.checkpoint_hash, r.entry.hash);
         assert_eq!(r.signing_key_id, signing::key_id(&key));
+        r.verify(&key).unwrap();
     }
-    let stored: Receipt = store
+    let stored: Segment = store
         .tree(TreeName::Receipts)
         .get(&seq_key(2))
         .unwrap()
         .unwrap();
-    assert_eq!(stored, b);
+    assert_eq!(stored.receipts, vec![b.entry.clone()]);
+    assert_eq!(stored.checkpoint.signature, b.signature);
+    let checkpoints = stored_checkpoints(&store);
+    assert_eq!(checkpoints.len(), 2);
+    assert!(checkpoints.iter().all(|c| c.problem(&key).is_none()));
 }
 
-#[test]
-fn the_receipt_json_flattens_the_body() {
+#[tokio::test]
+async fn receipts_issued_together_share_one_checkpoint_signature() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
-    let r = ReceiptLog::open(&store, dir.path())
-        .unwrap()
-        .issue(body("x"))
-        .unwrap();
-    let v = serde_json::to_value(&r).unwrap();
-    for field in [
-        "receipt_id",
-        "seq",
-        "issued_at",
-        "kind",
-        "decision",
-        "prev_hash",
-        "hash",
-        "signature",
-        "signing_key_id",
-    ] {
-        assert!(v.get(field).is_some(), "{field} missing in {v}");
+    let log = Arc::new(ReceiptLog::open(&store, dir.path()).unwrap());
+    let all = issue_together(&log, 10).await;
+    let key = public(&log);
+    for r in &all {
+        r.verify(&key).unwrap();
+        assert_eq!(r.checkpoint_seq, 10, "one checkpoint covers the batch");
+        assert_eq!(r.checkpoint_path.len() as u64, 10 - r.entry.seq);
     }
-    assert_eq!(v["decision_reason_code"], "policy_allow");
+    // The path of receipt n is the content digests of n + 1 ..= 10.
+    let digests: Vec<String> = all.iter().map(|r| r.entry.content_digest()).collect();
+    assert_eq!(all[6].checkpoint_path, digests[7..].to_vec());
+    let stored = segments(&store);
+    assert_eq!(stored.len(), 1, "one insert for the batch");
+    let entries: Vec<ReceiptEntry> = all.iter().map(|r| r.entry.clone()).collect();
+    assert_eq!(stored[0].receipts, entries);
+    let report = verify(&store, &log.public_key_pem()).unwrap();
+    assert!(report.ok() && report.receipts.checkpoints == 1, "{report}");
 }
 
-#[test]
-fn key_and_chain_survive_reopen() {
+#[tokio::test]
+async fn a_batch_is_at_most_max_batch_receipts() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let log = Arc::new(ReceiptLog::open(&store, dir.path()).unwrap());
+    let n = MAX_BATCH + 6;
+    let all = issue_together(&log, n).await;
+    let key = public(&log);
+    let mut seqs: Vec<u64> = all.iter().map(|r| r.checkpoint_seq).collect();
+    seqs.dedup();
+    assert_eq!(seqs, vec![MAX_BATCH as u64, n as u64]);
+    for r in &all {
+        assert!(r.checkpoint_path.len() < MAX_BATCH);
+        r.verify(&key).unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_issues_make_a_gap_free_fully_signed_chain() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let log = Arc::new(ReceiptLog::open(&store, dir.path()).unwrap());
+    let tasks: Vec<_> = (0..4)
+        .map(|t| {
+            let log = log.clone();
+            tokio::spawn(async move {
+                let mut out = Vec::new();
+                for i in 0..60 {
+                    out.push(log.issue(body(&format!("{t}-{i}"))).await.unwrap());
+                }
+                out
+            })
+        })
+        .collect();
+    let key = public(&log);
+    for t in tasks {
+        for r in t.await.unwrap() {
+            r.verify(&key).unwrap();
+        }
+    }
+    assert_eq!(log.len(), 240);
+    let report = verify(&store, &log.public_key_pem()).unwrap();
+    assert!(report.ok(), "{report}");
+    assert_eq!(
+        (report.receipts.entries, report.receipts.last_seq),
+        (240, 240)
+    );
+    assert!(report.receipts.lost_in_crash.is_empty());
+}
+
+#[tokio::test]
+async fn a_cancelled_issue_leaves_its_receipt_stored_and_covered() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let log = ReceiptLog::open(&store, dir.path()).unwrap();
+    // Poll once (it appends and waits for the signer, which cannot run in between on this
+    // single-threaded runtime), then drop it.
+    let mut gone = Box::pin(log.issue(body("a")));
+    let first_poll =
+        std::future::poll_fn(|cx| std::task::Poll::Ready(gone.as_mut().poll(cx))).await;
+    assert!(first_poll.is_pending());
+    drop(gone);
+    let next = log.issue(body("b")).await.unwrap();
+    assert_eq!(next.entry.seq, 2);
+    let report = verify(&store, &log.public_key_pem()).unwrap();
+    assert!(report.ok(), "{report}");
+    assert_eq!(report.receipts.entries, 2);
+}
+
+#[tokio::test]
+async fn key_and_chain_survive_reopen() {
     let dir = tempfile::tempdir().unwrap();
     let (first_id, last) = {
         let store = Store::open(dir.path()).unwrap();
         let log = ReceiptLog::open(&store, dir.path()).unwrap();
-        log.issue(body("a")).unwrap();
-        let last = log.issue(body("b")).unwrap();
+        log.issue(body("a")).await.unwrap();
+        let last = log.issue(body("b")).await.unwrap();
         store.flush_blocking().unwrap();
         (log.key_id().to_string(), last)
     };
@@ -91,102 +199,74 @@ fn key_and_chain_survive_reopen() {
     let log = ReceiptLog::open(&store, dir.path()).unwrap();
     assert_eq!(log.key_id(), first_id);
     assert_eq!(log.len(), 2);
-    let next = log.issue(body("c")).unwrap();
-    assert_eq!((next.seq, next.prev_hash.as_str()), (3, last.hash.as_str()));
+    let next = log.issue(body("c")).await.unwrap();
+    assert_eq!(next.entry.seq, 3);
+    assert_eq!(next.entry.prev_hash, last.entry.hash);
     let published = std::fs::read_to_string(dir.path().join(PUBLIC_KEY_FILE)).unwrap();
     assert_eq!(published, log.public_key_pem());
 }
 
-#[test]
-fn concurrent_issues_make_a_gap_free_valid_chain() {
+#[tokio::test]
+async fn a_segment_lost_at_the_head_is_resumed_from_the_last_stored_one() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
-    let log = Arc::new(ReceiptLog::open(&store, dir.path()).unwrap());
-    let threads: Vec<_> = (0..4)
-        .map(|t| {
-            let log = log.clone();
-            std::thread::spawn(move || {
-                for i in 0..60 {
-                    log.issue(body(&format!("{t}-{i}"))).unwrap();
-                }
-            })
-        })
-        .collect();
-    for t in threads {
-        t.join().unwrap();
-    }
-    assert_eq!(log.len(), 240);
-    let report = crate::ledger::verify::verify(&store, &log.public_key_pem()).unwrap();
-    assert!(report.ok(), "{report}");
-    assert_eq!(
-        (report.receipts.entries, report.receipts.last_seq),
-        (240, 240)
+    let log = ReceiptLog::open(&store, dir.path()).unwrap();
+    log.issue(body("a")).await.unwrap();
+    let b = log.issue(body("b")).await.unwrap();
+    log.issue(body("c")).await.unwrap();
+    // Simulate the crash: the last segment never reached disk.
+    store.tree(TreeName::Receipts).remove(&seq_key(3)).unwrap();
+    drop(log);
+    let reopened = ReceiptLog::open(&store, dir.path()).unwrap();
+    assert_eq!(reopened.len(), 2);
+    let d = reopened.issue(body("d")).await.unwrap();
+    assert_eq!((d.entry.seq, &d.entry.prev_hash), (3, &b.entry.hash));
+    let report = verify(&store, &reopened.public_key_pem()).unwrap();
+    assert!(
+        report.ok() && report.receipts.lost_in_crash.is_empty(),
+        "{report}"
     );
-    assert!(report.receipts.lost_in_crash.is_empty());
 }
 
-#[test]
-fn a_tail_hole_found_at_open_is_recorded_as_lost() {
+#[tokio::test]
+async fn a_tail_hole_found_at_open_is_recorded_as_lost() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
     let log = ReceiptLog::open(&store, dir.path()).unwrap();
     for s in ["a", "b", "c"] {
-        log.issue(body(s)).unwrap();
+        log.issue(body(s)).await.unwrap();
     }
-    // Simulate the crash: receipt 2 never reached disk, receipt 3 did.
+    // Simulate the crash: the segment of receipt 2 never reached disk, that of 3 did.
     store.tree(TreeName::Receipts).remove(&seq_key(2)).unwrap();
+    drop(log);
     let reopened = ReceiptLog::open(&store, dir.path()).unwrap();
-    assert_eq!(reopened.issue(body("d")).unwrap().seq, 4);
+    assert_eq!(reopened.issue(body("d")).await.unwrap().entry.seq, 4);
     let mut key = LOST_PREFIX.to_vec();
     key.extend_from_slice(&seq_key(2));
     assert!(store.tree(TreeName::Meta).contains(&key).unwrap());
-    let report = crate::ledger::verify::verify(&store, &log.public_key_pem()).unwrap();
+    let report = verify(&store, &reopened.public_key_pem()).unwrap();
     assert!(report.ok(), "{report}");
     assert_eq!(report.receipts.lost_in_crash, vec![2]);
 }
 
 #[test]
-#[ignore = "measurement: cargo test --release --lib ledger -- --ignored --nocapture"]
-fn measure_issue_throughput() {
+fn opening_outside_a_tokio_runtime_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
-    let log = Arc::new(ReceiptLog::open(&store, dir.path()).unwrap());
-    let n = 100_000u64;
-    let start = std::time::Instant::now();
-    for i in 0..n {
-        log.issue(body(&i.to_string())).unwrap();
-    }
-    let one = start.elapsed();
-    let start = std::time::Instant::now();
-    let threads: Vec<_> = (0..2)
-        .map(|_| {
-            let log = log.clone();
-            std::thread::spawn(move || {
-                for i in 0..n / 2 {
-                    log.issue(body(&i.to_string())).unwrap();
-                }
-            })
-        })
-        .collect();
-    threads.into_iter().for_each(|t| t.join().unwrap());
-    let two = start.elapsed();
-    println!(
-        "issue(): 1 thread {:.0}/s ({:.1} µs each); 2 threads {:.0}/s",
-        n as f64 / one.as_secs_f64(),
-        one.as_secs_f64() * 1e6 / n as f64,
-        n as f64 / two.as_secs_f64()
-    );
+    let err = ReceiptLog::open(&store, dir.path()).err().unwrap();
+    assert!(err.to_string().contains("needs a tokio runtime"), "{err}");
 }
 
-#[test]
-fn the_hash_covers_every_field_and_the_chain_position() {
+#[tokio::test]
+async fn the_hash_covers_every_field_and_the_chain_position() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
     let r = ReceiptLog::open(&store, dir.path())
         .unwrap()
         .issue(body("x"))
+        .await
         .unwrap();
-    let edits: [fn(&mut Receipt); 13] = [
+    let edits: [fn(&mut ReceiptEntry); 12] = [
         |r| r.receipt_id = "rcpt_other".into(),
         |r| r.seq = 2,
         |r| r.issued_at = "2020-01-01T00:00:00.000Z".into(),
@@ -199,12 +279,108 @@ fn the_hash_covers_every_field_and_the_chain_position() {
         |r| r.body.authorization_decision = AuthorizationDecision::Deny,
         |r| r.body.decision_reason_code = ReasonCode::ScopeViolation,
         |r| r.body.policy_version = "v2".into(),
-        |r| r.signature = "changed".into(),
     ];
     for (i, edit) in edits.iter().enumerate() {
+        let mut changed = r.entry.clone();
+        edit(&mut changed);
+        assert_ne!(changed.compute_hash(), r.entry.hash, "edit {i}");
+    }
+}
+
+#[tokio::test]
+async fn a_single_receipt_verifies_on_its_own_and_edits_are_caught() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let log = Arc::new(ReceiptLog::open(&store, dir.path()).unwrap());
+    let all = issue_together(&log, 3).await;
+    let key = public(&log);
+    let r = &all[0];
+    assert_eq!(r.checkpoint_path.len(), 2);
+    r.verify(&key).unwrap();
+    type Edit = (fn(&mut Receipt), &'static str);
+    let edits: [Edit; 6] = [
+        (
+            |r| r.entry.body.decision = Decision::Block,
+            "hash does not match",
+        ),
+        (
+            |r| r.checkpoint_path[1] = "0".repeat(64),
+            "does not lead to",
+        ),
+        (
+            |r| {
+                r.checkpoint_path.pop();
+            },
+            "checkpoint_seq does not match",
+        ),
+        (|r| r.checkpoint_hash = "0".repeat(64), "does not lead to"),
+        (
+            |r| r.signature = format!("{}==", "A".repeat(86)),
+            "signature does not verify",
+        ),
+        (|r| r.signing_key_id = "0".repeat(16), "signed by key 0000"),
+    ];
+    for (edit, expected) in edits {
         let mut changed = r.clone();
         edit(&mut changed);
-        let covered = i < 12; // the signature is over the hash, not part of it
-        assert_eq!(changed.compute_hash() != r.hash, covered, "edit {i}");
+        let err = changed.verify(&key).unwrap_err();
+        assert!(err.contains(expected), "{err} vs {expected}");
     }
+    let json = serde_json::to_value(r).unwrap();
+    for field in [
+        "receipt_id",
+        "seq",
+        "issued_at",
+        "kind",
+        "decision",
+        "prev_hash",
+        "hash",
+        "signature",
+        "signing_key_id",
+        "checkpoint_seq",
+        "checkpoint_hash",
+        "checkpoint_path",
+    ] {
+        assert!(json.get(field).is_some(), "{field} missing in {json}");
+    }
+    assert_eq!(json["decision_reason_code"], "policy_allow");
+    let back: Receipt = serde_json::from_value(json).unwrap();
+    assert_eq!(&back, r);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "measurement: cargo test --release --lib ledger -- --ignored --nocapture"]
+async fn measure_issue_throughput() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let log = Arc::new(ReceiptLog::open(&store, dir.path()).unwrap());
+    let n = 50_000usize;
+    let start = std::time::Instant::now();
+    for i in 0..n {
+        log.issue(body(&i.to_string())).await.unwrap();
+    }
+    let one = start.elapsed();
+    let start = std::time::Instant::now();
+    let tasks: Vec<_> = (0..32)
+        .map(|_| {
+            let log = log.clone();
+            tokio::spawn(async move {
+                for i in 0..n / 32 {
+                    log.issue(body(&i.to_string())).await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let many = start.elapsed();
+    let checkpoints = stored_checkpoints(&store).len();
+    println!(
+        "issue(): sequential {:.0}/s ({:.1} µs each); 32 tasks {:.0}/s; {checkpoints} checkpoints for {} receipts",
+        n as f64 / one.as_secs_f64(),
+        one.as_secs_f64() * 1e6 / n as f64,
+        n as f64 / many.as_secs_f64(),
+        2 * n
+    );
 }

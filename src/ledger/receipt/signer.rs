@@ -1,0 +1,254 @@
+//! The receipt chain's head and its signer task: group-commit checkpoint signing.
+//!
+//! [`Signer::append`] puts a receipt on the chain under one short lock (seq, chain hash, head)
+//! and queues it as *unsigned* with a one-shot waiter. The signer task (one per log, on the
+//! tokio runtime that opened it) takes the queued receipts (at most [`MAX_BATCH`]), signs one
+//! checkpoint over the last of them, stores checkpoint and receipts as one [`Segment`] value
+//! (one sled insert per batch), and hands each waiter its stored receipt and the checkpoint.
+//! There is no timed linger: the task only yields once to the runtime before taking a batch, so
+//! requests that are already runnable append first. An idle log therefore signs and stores each
+//! receipt at once; under load, receipts that arrive while a batch is being signed and stored
+//! share the next signature and insert.
+//!
+//! [`Segment`]: super::Segment
+//!
+//! Lifecycle: the task holds the state weakly and ends when the [`Signer`] is dropped. If it
+//! ends for any other reason (its runtime shut down, a panic), the state is marked stopped:
+//! queued waiters and later appends get an error instead of waiting forever.
+
+use super::checkpoint::{statement, Checkpoint, CheckpointRecord, SegmentRef};
+use super::{chain_hash, ReceiptBody, ReceiptEntry};
+use crate::ledger::canon::ChainHead;
+use crate::ledger::LedgerError;
+use crate::store::{seq_key, Tree};
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine;
+use ed25519_dalek::{Signer as _, SigningKey};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use tokio::sync::{oneshot, Notify};
+
+/// Most receipts one checkpoint signature covers (bounds `checkpoint_path` at `MAX_BATCH - 1`
+/// digests, about 4.3 KB of JSON, and a segment at about 32 KB).
+pub(crate) const MAX_BATCH: usize = 64;
+
+/// A receipt before it has a place in the chain.
+pub(crate) struct Draft {
+    /// `rcpt_<uuid v7>`.
+    pub(crate) receipt_id: String,
+    /// RFC 3339 issue time.
+    pub(crate) issued_at: String,
+    /// Attested facts.
+    pub(crate) body: ReceiptBody,
+    /// Hex content digest of the three above.
+    pub(crate) digest: String,
+}
+
+/// What a waiting receipt receives: its stored entry and the checkpoint covering it, or why its
+/// segment could not be stored.
+pub(crate) type Delivery = Result<(Arc<Checkpoint>, ReceiptEntry), String>;
+
+/// Resolves with the [`Delivery`] of an appended receipt.
+pub(crate) type Covered = oneshot::Receiver<Delivery>;
+
+/// A receipt on the chain that no checkpoint covers yet.
+struct Unsigned {
+    entry: ReceiptEntry,
+    digest: String,
+    waiter: oneshot::Sender<Delivery>,
+}
+
+struct State {
+    head: ChainHead,
+    unsigned: Vec<Unsigned>,
+    stopped: bool,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    key: SigningKey,
+    key_id: String,
+    receipts: Tree,
+}
+
+/// Handle on the chain head and the signer task. Dropping it ends the task.
+pub(crate) struct Signer {
+    shared: Arc<Shared>,
+    wake: Arc<Notify>,
+}
+
+/// The error of a receipt whose signer has stopped.
+pub(crate) fn stopped() -> LedgerError {
+    LedgerError::Key("the receipt signer has stopped".to_string())
+}
+
+impl Signer {
+    /// Starts the signer task on the current tokio runtime with the chain resumed at `head`;
+    /// segments go to `receipts` (the `Receipts` tree).
+    ///
+    /// Errors: [`LedgerError::Key`] when there is no current tokio runtime.
+    pub(crate) fn start(
+        head: ChainHead,
+        key: SigningKey,
+        key_id: String,
+        receipts: Tree,
+    ) -> Result<Signer, LedgerError> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
+            LedgerError::Key("the receipt signer needs a tokio runtime".to_string())
+        })?;
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                head,
+                unsigned: Vec::new(),
+                stopped: false,
+            }),
+            key,
+            key_id,
+            receipts,
+        });
+        let wake = Arc::new(Notify::new());
+        runtime.spawn(run(Arc::downgrade(&shared), wake.clone()));
+        Ok(Signer { shared, wake })
+    }
+
+    /// Appends `draft` to the chain and queues it for signing. Returns the receiver of its
+    /// [`Delivery`].
+    ///
+    /// Errors: [`LedgerError::Key`] when the signer task has stopped.
+    pub(crate) fn append(&self, draft: Draft) -> Result<Covered, LedgerError> {
+        let (waiter, covered) = oneshot::channel();
+        let mut state = self.shared.lock();
+        if state.stopped {
+            return Err(stopped());
+        }
+        let seq = state.head.seq + 1;
+        let hash = chain_hash(&draft.digest, seq, &state.head.hash);
+        let prev_hash = std::mem::replace(&mut state.head.hash, hash.clone());
+        state.head.seq = seq;
+        let was_idle = state.unsigned.is_empty();
+        let entry = ReceiptEntry {
+            receipt_id: draft.receipt_id,
+            seq,
+            issued_at: draft.issued_at,
+            body: draft.body,
+            prev_hash,
+            hash,
+        };
+        state.unsigned.push(Unsigned {
+            entry,
+            digest: draft.digest,
+            waiter,
+        });
+        drop(state);
+        if was_idle {
+            // The task drains the queue until it is empty, so only the first receipt of a
+            // queue needs to wake it.
+            self.wake.notify_one();
+        }
+        Ok(covered)
+    }
+
+    /// The last assigned sequence number (0 for an empty chain).
+    pub(crate) fn head_seq(&self) -> u64 {
+        self.shared.lock().head.seq
+    }
+}
+
+impl Drop for Signer {
+    fn drop(&mut self) {
+        // The task holds the state weakly; waking it lets it see that the log is gone.
+        self.wake.notify_one();
+    }
+}
+
+impl Shared {
+    /// The state lock; recovered when poisoned (every field is assigned in single steps after
+    /// the values are computed, so a panic cannot leave it half-updated).
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Signs one checkpoint over up to [`MAX_BATCH`] queued receipts, stores them as one
+    /// segment and delivers them. Returns false when nothing was queued.
+    fn sign_batch(&self) -> bool {
+        let mut batch: Vec<Unsigned> = {
+            let mut state = self.lock();
+            let take = state.unsigned.len().min(MAX_BATCH);
+            state.unsigned.drain(..take).collect()
+        };
+        let (Some(first), Some(last)) = (batch.first(), batch.last()) else {
+            return false;
+        };
+        let (first_seq, head) = (first.entry.seq, &last.entry);
+        let signature = B64.encode(self.key.sign(&statement(head.seq, &head.hash)).to_bytes());
+        let record = CheckpointRecord {
+            seq: head.seq,
+            hash: head.hash.clone(),
+            signature,
+            signing_key_id: self.key_id.clone(),
+        };
+        let stored = self.store(&record, &batch);
+        let digests = batch.iter_mut().map(|u| std::mem::take(&mut u.digest));
+        let checkpoint = Arc::new(Checkpoint {
+            seq: record.seq,
+            hash: record.hash,
+            signature: record.signature,
+            first_seq,
+            digests: digests.collect(),
+        });
+        for u in batch {
+            let delivery = match &stored {
+                Ok(()) => Ok((checkpoint.clone(), u.entry)),
+                Err(e) => Err(e.clone()),
+            };
+            // A waiter whose issue() was dropped is gone; its receipt is stored and covered.
+            let _ = u.waiter.send(delivery);
+        }
+        true
+    }
+
+    /// Inserts the segment of `batch` under `seq_key(record.seq)` (not flushed).
+    fn store(&self, record: &CheckpointRecord, batch: &[Unsigned]) -> Result<(), String> {
+        let segment = SegmentRef {
+            checkpoint: record,
+            receipts: batch.iter().map(|u| &u.entry).collect(),
+        };
+        self.receipts
+            .put(&seq_key(record.seq), &segment)
+            .map_err(|e| {
+                tracing::error!(seq = record.seq, error = %e, "receipt segment insert failed; the chain has a hole here");
+                format!("receipt segment was not stored: {e}")
+            })
+    }
+}
+
+/// Marks the state stopped when the task ends while the log still exists, failing every queued
+/// and later receipt instead of leaving it waiting.
+struct StopOnExit(Weak<Shared>);
+
+impl Drop for StopOnExit {
+    fn drop(&mut self) {
+        if let Some(shared) = self.0.upgrade() {
+            let mut state = shared.lock();
+            state.stopped = true;
+            state.unsigned.clear();
+        }
+    }
+}
+
+/// The signer task: wait for a queue, yield once so runnable requests append first, sign
+/// batches until the queue is empty, repeat. Ends when the log is dropped.
+async fn run(shared: Weak<Shared>, wake: Arc<Notify>) {
+    let _stop = StopOnExit(shared.clone());
+    loop {
+        wake.notified().await;
+        loop {
+            tokio::task::yield_now().await;
+            let Some(log) = shared.upgrade() else {
+                return;
+            };
+            if !log.sign_batch() {
+                break;
+            }
+        }
+    }
+}
