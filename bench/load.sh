@@ -48,3 +48,7 @@ base, tg = float(sys.argv[1]), float(sys.argv[2])
 print(f"throughput: baseline {base:,.0f} req/s, toolgate {tg:,.0f} req/s, ratio {tg / base:.1%}")
 PY
 echo "RSS of toolgate after load: $(awk '/VmRSS/ {print $2 " " $3}' /proc/$tg_pid/status)"
+# Stop toolgate (SIGTERM: drain, flush) and verify what it wrote: receipts per signed checkpoint
+# shows how much group commit amortised signing under this load.
+kill -TERM "$tg_pid"; wait "$tg_pid" 2>/dev/null || true; tg_pid=
+./target/release/toolgate ledger verify --data-dir "$work/data" | sed 's/^/ledger verify: /'
