@@ -9,11 +9,14 @@ use crate::ids;
 use crate::ledger::{Receipt, ReceiptBody, ReceiptKind};
 use crate::policy::{EnforcementRequest, PolicyVersion, ScoreComponent, Verdict};
 use crate::state::AppState;
+use crate::vocab::{ActionClassification, Severity};
 use crate::vocab::{AuthorizationDecision, Decision, ReasonCode};
 use axum::extract::State;
-use axum::Json;
+use axum::http::{header, HeaderValue};
+use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
 use std::time::Instant;
 
 /// `decision_envelope_version` of every decision this build returns.
@@ -56,7 +59,7 @@ pub struct EnforcementDecision {
     /// Signed, hash-chained receipt.
     pub receipt: Receipt,
     /// Findings, CEL errors, raw verdict, mode and request hash.
-    pub decision_evidence: Value,
+    pub decision_evidence: DecisionEvidence,
     /// Every part of the risk score.
     pub score_components: Vec<ScoreComponent>,
     /// The three largest parts.
@@ -73,12 +76,50 @@ pub struct EnforcementDecision {
     pub policy_pack: PolicyVersion,
 }
 
+/// `decision_evidence` of a decision (docs/reference.md, "EnforcementDecision extras"); keys in
+/// alphabetical order.
+#[derive(Debug, Serialize)]
+pub struct DecisionEvidence {
+    /// Normalized classification of the deciding finding.
+    pub action_classification: ActionClassification,
+    /// The request's `enforcement_mode`.
+    pub enforcement_mode: crate::vocab::EnforcementMode,
+    /// CEL evaluation errors (`<rule id>: <message>`).
+    pub evaluation_errors: Vec<String>,
+    /// Every finding, in evaluation order.
+    pub findings: Vec<crate::policy::Finding>,
+    /// The request's `metadata` (`null` when absent).
+    pub metadata: Option<Map<String, Value>>,
+    /// The verdict before `enforcement_mode` shaped it.
+    pub raw_authorization_decision: AuthorizationDecision,
+    /// Hex SHA-256 of the canonical request (as in the receipt).
+    pub request_hash: String,
+    /// Severity of the deciding finding.
+    pub severity: Severity,
+}
+
+/// Initial capacity of the response buffer, bytes: a typical decision is about 2 KB (more
+/// with findings or a long checkpoint path), so one allocation usually holds it.
+const RESPONSE_CAPACITY: usize = 4096;
+
+impl IntoResponse for EnforcementDecision {
+    /// 200 with the JSON body, serialized once into a buffer sized for a typical decision.
+    fn into_response(self) -> Response {
+        let mut body = Vec::with_capacity(RESPONSE_CAPACITY);
+        if let Err(e) = serde_json::to_writer(&mut body, &self) {
+            return ApiError::Internal(format!("decision does not encode: {e}")).into_response();
+        }
+        let json = HeaderValue::from_static("application/json");
+        ([(header::CONTENT_TYPE, json)], body).into_response()
+    }
+}
+
 /// Handler of POST /v1/enforce.
 pub async fn enforce(
     State(core): State<AppState>,
     caller: Caller,
     ApiJson(req): ApiJson<EnforcementRequest>,
-) -> Result<Json<EnforcementDecision>, ApiError> {
+) -> Result<EnforcementDecision, ApiError> {
     caller.require(Permission::Execute)?;
     req.validate().map_err(ApiError::Unprocessable)?;
     caller.check_scope(RuntimeTarget {
@@ -98,42 +139,40 @@ pub async fn enforce(
     if verdict.decision == Decision::StepUp && verdict.step_up_timeout_seconds.is_none() {
         verdict.step_up_timeout_seconds = Some(snapshot.default_step_up_timeout_seconds());
     }
+    let policy_version = verdict.policy.label();
     let request_hash = request_hash(&req)?;
     let subject = subject_id(verdict.decision);
-    let receipt = core
-        .receipts
-        .issue(receipt_body(&req, &verdict, &subject, &request_hash))
-        .await?;
+    let body = receipt_body(&req, &verdict, &subject, &request_hash, &policy_version);
+    let receipt = core.receipts.issue(body).await?;
     match verdict.decision {
-        Decision::StepUp => {
-            open_hold(
-                &core,
-                &req,
-                &verdict,
-                &subject,
-                &request_hash,
-                receipt.clone(),
-            )
-            .await?
-        }
+        Decision::StepUp => open_hold(&core, &req, &verdict, &receipt).await?,
         Decision::Allow => record_spend(&core, &req, now),
         Decision::Block => {}
     }
     let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
-    Ok(Json(respond(
-        req,
-        verdict,
-        subject,
-        request_hash,
-        receipt,
-        latency_ms,
-    )))
+    Ok(respond(req, verdict, policy_version, receipt, latency_ms))
 }
 
-/// Hex SHA-256 of the request's canonical JSON (struct field order; object keys sorted).
+/// Hex SHA-256 of the request's canonical JSON (struct field order; object keys sorted),
+/// streamed into the hash without an intermediate buffer.
 pub fn request_hash(req: &EnforcementRequest) -> Result<String, ApiError> {
-    let bytes = serde_json::to_vec(req).map_err(|e| ApiError::Internal(e.to_string()))?;
-    Ok(ids::sha256_hex(&bytes))
+    let mut hasher = HashWriter(Sha256::new());
+    serde_json::to_writer(&mut hasher, req).map_err(|e| ApiError::Internal(e.to_string()))?;
+    Ok(hex::encode(hasher.0.finalize()))
+}
+
+/// `std::io::Write` into a SHA-256 state (never fails).
+struct HashWriter(Sha256);
+
+impl std::io::Write for HashWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// The id the receipt attests: a hold token for STEP_UP, a violation_id for BLOCK, a decision id
@@ -146,7 +185,13 @@ fn subject_id(decision: Decision) -> String {
     }
 }
 
-fn receipt_body(req: &EnforcementRequest, v: &Verdict, subject: &str, hash: &str) -> ReceiptBody {
+fn receipt_body(
+    req: &EnforcementRequest,
+    v: &Verdict,
+    subject: &str,
+    hash: &str,
+    policy_version: &str,
+) -> ReceiptBody {
     ReceiptBody {
         kind: ReceiptKind::Decision,
         tenant_id: req.tenant_id.clone(),
@@ -155,38 +200,37 @@ fn receipt_body(req: &EnforcementRequest, v: &Verdict, subject: &str, hash: &str
         decision: v.decision,
         authorization_decision: v.authorization_decision,
         decision_reason_code: v.decision_reason_code,
-        policy_version: v.policy.label(),
+        policy_version: policy_version.to_string(),
     }
 }
 
+/// Opens the hold of a STEP_UP decision; the token is the receipt's subject.
 async fn open_hold(
     core: &AppState,
     req: &EnforcementRequest,
     v: &Verdict,
-    token: &str,
-    hash: &str,
-    receipt: Receipt,
+    receipt: &Receipt,
 ) -> Result<(), ApiError> {
-    let timeout = v.step_up_timeout_seconds.unwrap_or(0);
+    let attested = &receipt.entry.body;
     let hold = NewHold {
-        token: token.to_string(),
+        token: attested.subject_id.clone(),
         tenant_id: req.tenant_id.clone(),
         agent_id: req.agent_id.clone(),
         tool_name: req.tool_name.clone(),
         session_id: req.session_id.clone(),
         user_id: req.user_id.clone(),
-        step_up_timeout_seconds: timeout,
+        step_up_timeout_seconds: v.step_up_timeout_seconds.unwrap_or(0),
         authorization_decision: v.authorization_decision,
         decision_reason: v.reason.clone(),
         decision_reason_code: v.decision_reason_code,
         risk_score: v.risk_score,
         tool_args: approver_args(req.tool_args.as_ref(), v.modified_tool_args.as_ref()),
-        request_hash: hash.to_string(),
-        policy_version: v.policy.label(),
+        request_hash: attested.request_hash.clone(),
+        policy_version: attested.policy_version.clone(),
         enforcement_trace_id: req.enforcement_trace_id.clone(),
         created_at: ids::now(),
     };
-    core.holds.create(hold, receipt).await?;
+    core.holds.create(hold, receipt.clone()).await?;
     Ok(())
 }
 
@@ -197,59 +241,51 @@ fn record_spend(core: &AppState, req: &EnforcementRequest, now: chrono::DateTime
         .record(&req.tenant_id, &req.session_id, cost, tokens, now);
 }
 
+/// Assembles the response, moving every part out of the request, verdict and receipt.
 fn respond(
     req: EnforcementRequest,
     v: Verdict,
-    subject: String,
-    request_hash: String,
+    policy_version: String,
     receipt: Receipt,
     latency_ms: f64,
 ) -> EnforcementDecision {
     let is_modify = v.authorization_decision == AuthorizationDecision::Modify;
-    let evidence = serde_json::json!({
-        "request_hash": request_hash,
-        "enforcement_mode": req.enforcement_mode,
-        "raw_authorization_decision": v.raw_authorization_decision,
-        "severity": v.severity,
-        "action_classification": v.action_classification,
-        "findings": v.findings,
-        "evaluation_errors": v.evaluation_errors,
-        "metadata": req.metadata,
-    });
+    let is = |d: Decision| v.decision == d;
+    let subject = &receipt.entry.body.subject_id;
+    let decision_evidence = DecisionEvidence {
+        action_classification: v.action_classification,
+        enforcement_mode: req.enforcement_mode,
+        evaluation_errors: v.evaluation_errors,
+        findings: v.findings,
+        metadata: req.metadata,
+        raw_authorization_decision: v.raw_authorization_decision,
+        request_hash: receipt.entry.body.request_hash.clone(),
+        severity: v.severity,
+    };
     EnforcementDecision {
         decision: v.decision,
         decision_envelope_version: DECISION_ENVELOPE_VERSION,
         authorization_decision: v.authorization_decision,
         reason: v.reason,
         decision_reason_code: v.decision_reason_code,
-        modified_tool_args: if is_modify {
-            v.modified_tool_args
-        } else {
-            None
-        },
-        modification_reason: if is_modify {
-            v.modification_reason
-        } else {
-            None
-        },
-        hold_token: (v.decision == Decision::StepUp).then(|| subject.clone()),
-        step_up_timeout_seconds: v
-            .step_up_timeout_seconds
-            .filter(|_| v.decision == Decision::StepUp),
-        violation_id: (v.decision == Decision::Block).then_some(subject),
+        modified_tool_args: v.modified_tool_args.filter(|_| is_modify),
+        modification_reason: v.modification_reason.filter(|_| is_modify),
+        hold_token: is(Decision::StepUp).then(|| subject.clone()),
+        step_up_timeout_seconds: v.step_up_timeout_seconds.filter(|_| is(Decision::StepUp)),
+        violation_id: is(Decision::Block).then(|| subject.clone()),
         risk_score: v.risk_score,
         latency_ms,
         enforcement_trace_id: req
             .enforcement_trace_id
             .unwrap_or_else(|| ids::new_id("trace")),
         receipt,
-        decision_evidence: evidence,
+        decision_evidence,
         score_components: v.score_components,
         top_contributors: v.top_contributors,
         matched_rule_ids: v.matched_rule_ids,
         matched_control_ids: v.matched_control_ids,
         policy_references: v.policy_references,
-        policy_version: v.policy.label(),
+        policy_version,
         policy_pack: v.policy,
     }
 }
