@@ -28,9 +28,11 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 mod checkpoint;
+mod path;
 mod signer;
 
 pub use checkpoint::Segment;
+pub use path::CheckpointPath;
 
 /// Domain tag of a receipt's content digest.
 const CONTENT_TAG: &str = "toolgate/receipt-content/v2";
@@ -134,8 +136,8 @@ pub struct Receipt {
     /// Chain hash of receipt `checkpoint_seq`, as signed.
     pub checkpoint_hash: String,
     /// Hex content digests of receipts `seq + 1 ..= checkpoint_seq`, in order (empty when the
-    /// checkpoint is this receipt).
-    pub checkpoint_path: Vec<String>,
+    /// checkpoint is this receipt); a JSON array of strings.
+    pub checkpoint_path: CheckpointPath,
 }
 
 /// The content digest (hex) of a receipt: everything but its chain position.

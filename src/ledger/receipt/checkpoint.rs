@@ -7,13 +7,14 @@
 //! to the previous one, its signature covers every receipt with a lower or equal `seq` whose
 //! chain links up to it.
 
-use super::{chain_hash, Receipt, ReceiptEntry};
+use super::{chain_hash, CheckpointPath, Receipt, ReceiptEntry};
 use crate::ledger::canon::CanonHasher;
 use crate::ledger::signing::key_id;
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use ed25519_dalek::{Signature, Verifier, VerifyingKey};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// Domain tag of the checkpoint statement.
 const CHECKPOINT_TAG: &str = "toolgate/receipt-checkpoint/v2";
@@ -84,8 +85,8 @@ pub(crate) struct Checkpoint {
     pub(crate) signature: String,
     /// Seq of the first receipt of `digests`.
     pub(crate) first_seq: u64,
-    /// Hex content digests of receipts `first_seq ..= seq`.
-    pub(crate) digests: Vec<String>,
+    /// Hex content digests of receipts `first_seq ..= seq`, shared by their paths.
+    pub(crate) digests: Arc<[String]>,
 }
 
 impl Checkpoint {
@@ -94,7 +95,7 @@ impl Checkpoint {
         // `entry.seq` is in `first_seq ..= seq` (the signer only hands a checkpoint to the
         // receipts of its batch); `get` keeps an impossible out-of-range index harmless.
         let from = (entry.seq + 1).saturating_sub(self.first_seq) as usize;
-        let path = self.digests.get(from..).unwrap_or_default().to_vec();
+        let path = CheckpointPath::suffix(self.digests.clone(), from);
         Receipt {
             entry,
             signature: self.signature.clone(),
@@ -123,7 +124,7 @@ impl Receipt {
             return Err("checkpoint_seq does not match the checkpoint path".to_string());
         }
         let mut hash = e.hash.clone();
-        for (seq, digest) in (e.seq + 1..).zip(&self.checkpoint_path) {
+        for (seq, digest) in (e.seq + 1..).zip(self.checkpoint_path.iter()) {
             hash = chain_hash(digest, seq, &hash);
         }
         if hash != self.checkpoint_hash {

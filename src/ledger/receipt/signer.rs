@@ -193,7 +193,7 @@ impl Shared {
             hash: record.hash,
             signature: record.signature,
             first_seq,
-            digests: digests.collect(),
+            digests: digests.collect::<Vec<_>>().into(),
         });
         for u in batch {
             let delivery = match &stored {
