@@ -5,19 +5,27 @@
 #   bash bench/load.sh [duration_seconds=10] [connections=32]
 #
 # Prints: idle RSS of toolgate, then for each server wrk's requests/s and latency percentiles,
-# then the throughput ratio. Needs wrk (installed from Debian's packages when missing).
+# then the throughput ratio, RSS after the load and `toolgate ledger verify` of what it wrote.
+# Needs wrk (installed from Debian's packages when missing).
+#
+# Environment (for comparisons; BENCHMARKS.md):
+#   TOOLGATE_BIN=path      run another toolgate binary (e.g. a build of an older commit)
+#   TOOLGATE_PRELOAD=lib   LD_PRELOAD for toolgate only (e.g. an allocator experiment)
+#   BARE_FULL_RESPONSE=1   the baseline answers a decision of toolgate's size and structure
+#                          (examples/bare_baseline.rs) instead of its default short one
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dur="${1:-10}"; conns="${2:-32}"
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
 cargo build --release --quiet --bin toolgate --example bare_baseline
+bin="${TOOLGATE_BIN:-./target/release/toolgate}"
 work=$(mktemp -d)
 cleanup() { kill "${tg_pid:-}" "${bare_pid:-}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
 
 # toolgate on the default pack; the rate limiter stays on with a limit the load cannot reach.
 TOOLGATE_ADMIN_TOKEN=bench-admin TOOLGATE_RATE_LIMIT_PER_SECOND=100000000 TOOLGATE_RATE_LIMIT_BURST=100000000 \
-TOOLGATE_LOG=warn ./target/release/toolgate up --data-dir "$work/data" --policy policy \
+TOOLGATE_LOG=warn LD_PRELOAD="${TOOLGATE_PRELOAD:-}" "$bin" up --data-dir "$work/data" --policy policy \
   --admin-listen 127.0.0.1:0 --control-plane-listen 127.0.0.1:0 --ready-file "$work/ready.json" 2>"$work/toolgate.log" &
 tg_pid=$!
 for _ in $(seq 1 100); do [ -s "$work/ready.json" ] && break; sleep 0.1; done
@@ -51,4 +59,4 @@ echo "RSS of toolgate after load: $(awk '/VmRSS/ {print $2 " " $3}' /proc/$tg_pi
 # Stop toolgate (SIGTERM: drain, flush) and verify what it wrote: receipts per signed checkpoint
 # shows how much group commit amortised signing under this load.
 kill -TERM "$tg_pid"; wait "$tg_pid" 2>/dev/null || true; tg_pid=
-./target/release/toolgate ledger verify --data-dir "$work/data" | sed 's/^/ledger verify: /'
+"$bin" ledger verify --data-dir "$work/data" | sed 's/^/ledger verify: /'
