@@ -52,6 +52,13 @@ pub fn require_json_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
 /// struct whose fields are all optional).
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let is_object = bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+    if is_object {
+        // Fast path: a valid body parses once, without path tracking. Only a failing body is
+        // parsed again with serde_path_to_error, to name the field in the error.
+        if let Ok(parsed) = serde_json::from_slice(bytes) {
+            return Ok(parsed);
+        }
+    }
     let de = &mut serde_json::Deserializer::from_slice(bytes);
     let parsed = serde_path_to_error::deserialize(de).map_err(|err| {
         let path = err.path().to_string();
