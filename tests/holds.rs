@@ -251,8 +251,16 @@ async fn the_pending_hold_cap_answers_503() {
     let app = TestApp::start_with(|c| c.max_pending_holds = 1).await;
     let key = app.exec_key().await;
     step_up(&app, &key, "deploy.run").await;
+    let core = app.bound.as_ref().unwrap().core.clone();
+    let receipts_before = core.receipts.len();
     let r = app.post("/v1/enforce", &key, &request("deploy.run")).await;
     assert_detail(r, StatusCode::SERVICE_UNAVAILABLE, "too many pending holds").await;
+    assert_eq!(
+        core.receipts.len(),
+        receipts_before,
+        "no STEP_UP receipt without a hold"
+    );
+    drop(core);
     app.stop().await;
 }
 

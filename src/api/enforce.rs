@@ -139,6 +139,10 @@ pub async fn enforce(
     if verdict.decision == Decision::StepUp && verdict.step_up_timeout_seconds.is_none() {
         verdict.step_up_timeout_seconds = Some(snapshot.default_step_up_timeout_seconds());
     }
+    if verdict.decision == Decision::StepUp {
+        // Refuse before the receipt: a STEP_UP receipt must always have a hold behind it.
+        core.holds.ensure_capacity()?;
+    }
     let policy_version = verdict.policy.label();
     let request_hash = request_hash(&req)?;
     let subject = subject_id(verdict.decision);

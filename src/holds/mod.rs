@@ -92,6 +92,15 @@ impl HoldBook {
         Ok(count)
     }
 
+    /// Errors: `TooManyPending` (503) when the cap on pending holds is reached. The enforce path
+    /// asks before it issues a STEP_UP receipt; [`HoldBook::create`] checks again.
+    pub fn ensure_capacity(&self) -> Result<(), HoldError> {
+        if self.pending.len() >= self.max_pending {
+            return Err(HoldError::TooManyPending(self.max_pending));
+        }
+        Ok(())
+    }
+
     /// Creates, persists and flushes a pending hold, and arms its timer.
     ///
     /// Errors: `TooManyPending` at the cap (503); `Store` on storage failure.
@@ -100,9 +109,7 @@ impl HoldBook {
         new: NewHold,
         initial_receipt: Receipt,
     ) -> Result<HoldRecord, HoldError> {
-        if self.pending.len() >= self.max_pending {
-            return Err(HoldError::TooManyPending(self.max_pending));
-        }
+        self.ensure_capacity()?;
         let rec = HoldRecord::pending(new, initial_receipt);
         self.tree.put(rec.token.as_bytes(), &rec)?;
         self.store.flush().await?;
