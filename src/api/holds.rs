@@ -51,8 +51,8 @@ pub async fn poll(
 fn check_owner(caller: &Caller, rec: &HoldRecord) -> Result<(), HoldError> {
     let key = &caller.key;
     let other_agent = key.scope_level == ScopeLevel::Agent
-        && key.scope_target_id.as_deref() != Some(rec.agent_id.as_str());
-    if key.tenant_id != rec.tenant_id || other_agent {
+        && key.scope_target_id.as_deref() != Some(rec.call.agent_id.as_str());
+    if key.tenant_id != rec.call.tenant_id || other_agent {
         return Err(HoldError::OtherCaller);
     }
     Ok(())

@@ -85,7 +85,7 @@ impl HoldBook {
         let mut count = 0;
         for (_, rec) in self.tree.scan::<HoldRecord>(b"")? {
             if !rec.resolved {
-                self.arm(&rec.token, rec.expires_at);
+                self.arm(&rec.call.token, rec.expires_at);
                 count += 1;
             }
         }
@@ -111,9 +111,9 @@ impl HoldBook {
     ) -> Result<HoldRecord, HoldError> {
         self.ensure_capacity()?;
         let rec = HoldRecord::pending(new, initial_receipt);
-        self.tree.put(rec.token.as_bytes(), &rec)?;
+        self.tree.put(rec.call.token.as_bytes(), &rec)?;
         self.store.flush().await?;
-        self.arm(&rec.token, rec.expires_at);
+        self.arm(&rec.call.token, rec.expires_at);
         Ok(rec)
     }
 
@@ -127,12 +127,16 @@ impl HoldBook {
         let mut out = Vec::new();
         for entry in self.pending.iter() {
             if let Ok(rec) = self.get(entry.key()) {
-                if rec.tenant_id == tenant_id && !rec.resolved {
+                if rec.call.tenant_id == tenant_id && !rec.resolved {
                     out.push(rec);
                 }
             }
         }
-        out.sort_by(|a, b| a.expires_at.cmp(&b.expires_at).then(a.token.cmp(&b.token)));
+        out.sort_by(|a, b| {
+            a.expires_at
+                .cmp(&b.expires_at)
+                .then(a.call.token.cmp(&b.call.token))
+        });
         Ok(out)
     }
 
@@ -152,7 +156,7 @@ impl HoldBook {
         how: Resolution,
     ) -> Result<HoldRecord, HoldError> {
         let rec = self.get(token)?;
-        if tenant_id.is_some_and(|t| t != rec.tenant_id) {
+        if tenant_id.is_some_and(|t| t != rec.call.tenant_id) {
             return Err(HoldError::NotFound);
         }
         let Some(p) = self.pending.get(token).map(|p| p.clone()) else {
@@ -247,13 +251,13 @@ fn terminal_body(rec: &HoldRecord, how: &Resolution) -> ReceiptBody {
     };
     ReceiptBody {
         kind: ReceiptKind::HoldResolution,
-        tenant_id: rec.tenant_id.clone(),
-        subject_id: rec.token.clone(),
-        request_hash: rec.request_hash.clone(),
+        tenant_id: rec.call.tenant_id.clone(),
+        subject_id: rec.call.token.clone(),
+        request_hash: rec.call.request_hash.clone(),
         decision,
         authorization_decision: auth,
         decision_reason_code: code,
-        policy_version: rec.policy_version.clone(),
+        policy_version: rec.call.policy_version.clone(),
     }
 }
 

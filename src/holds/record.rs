@@ -9,8 +9,8 @@ use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-/// What the enforce path knows when it creates a hold.
-#[derive(Debug, Clone)]
+/// What the enforce path knows when it creates a hold; stored flattened inside [`HoldRecord`].
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct NewHold {
     /// The unguessable hold token.
     pub token: String,
@@ -46,43 +46,15 @@ pub struct NewHold {
     pub created_at: DateTime<Utc>,
 }
 
-/// The stored hold.
+/// The stored hold: the call as it was held, its expiry, and its resolution.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct HoldRecord {
-    /// Token.
-    pub token: String,
-    /// Tenant.
-    pub tenant_id: String,
-    /// Agent.
-    pub agent_id: String,
-    /// Tool.
-    pub tool_name: String,
-    /// Session.
-    pub session_id: String,
-    /// User.
-    pub user_id: String,
-    /// Creation time.
-    pub created_at: DateTime<Utc>,
-    /// Expiry.
+    /// The held call (token, tenant, agent, tool, arguments, …), flattened into the same JSON
+    /// object.
+    #[serde(flatten)]
+    pub call: NewHold,
+    /// Expiry: `created_at + step_up_timeout_seconds`.
     pub expires_at: DateTime<Utc>,
-    /// Lifetime, seconds.
-    pub step_up_timeout_seconds: u64,
-    /// STEP_UP or DEFER.
-    pub authorization_decision: AuthorizationDecision,
-    /// Why the call was held.
-    pub decision_reason: String,
-    /// Reason code of the STEP_UP decision.
-    pub decision_reason_code: ReasonCode,
-    /// Risk score.
-    pub risk_score: f64,
-    /// Arguments shown to approvers.
-    pub tool_args: Option<Map<String, Value>>,
-    /// Canonical request hash.
-    pub request_hash: String,
-    /// Policy version label.
-    pub policy_version: String,
-    /// Caller's correlation id.
-    pub enforcement_trace_id: Option<String>,
     /// False while pending.
     pub resolved: bool,
     /// ALLOW or BLOCK once resolved.
@@ -105,26 +77,11 @@ pub const TIMEOUT_REASON: &str =
 
 impl HoldRecord {
     /// A pending record from what the enforce path knows.
-    pub fn pending(n: NewHold, initial_receipt: Receipt) -> HoldRecord {
-        let secs = i64::try_from(n.step_up_timeout_seconds).unwrap_or(i64::MAX / 2_000);
+    pub fn pending(call: NewHold, initial_receipt: Receipt) -> HoldRecord {
+        let secs = i64::try_from(call.step_up_timeout_seconds).unwrap_or(i64::MAX / 2_000);
         HoldRecord {
-            expires_at: n.created_at + Duration::seconds(secs),
-            token: n.token,
-            tenant_id: n.tenant_id,
-            agent_id: n.agent_id,
-            tool_name: n.tool_name,
-            session_id: n.session_id,
-            user_id: n.user_id,
-            created_at: n.created_at,
-            step_up_timeout_seconds: n.step_up_timeout_seconds,
-            authorization_decision: n.authorization_decision,
-            decision_reason: n.decision_reason,
-            decision_reason_code: n.decision_reason_code,
-            risk_score: n.risk_score,
-            tool_args: n.tool_args,
-            request_hash: n.request_hash,
-            policy_version: n.policy_version,
-            enforcement_trace_id: n.enforcement_trace_id,
+            expires_at: call.created_at + Duration::seconds(secs),
+            call,
             resolved: false,
             resolution: None,
             resolved_by: None,
@@ -157,18 +114,18 @@ impl HoldRecord {
     /// SPEC.md's Hold object.
     pub fn view(&self) -> HoldView {
         HoldView {
-            token: self.token.clone(),
-            tenant_id: self.tenant_id.clone(),
-            agent_id: self.agent_id.clone(),
-            tool_name: self.tool_name.clone(),
-            session_id: self.session_id.clone(),
+            token: self.call.token.clone(),
+            tenant_id: self.call.tenant_id.clone(),
+            agent_id: self.call.agent_id.clone(),
+            tool_name: self.call.tool_name.clone(),
+            session_id: self.call.session_id.clone(),
             expires_at: ids::rfc3339(self.expires_at),
             resolved: self.resolved,
             resolution: self.resolution,
             resolved_by: self.resolved_by.clone(),
             resolved_at: self.resolved_at.map(ids::rfc3339),
             reason: self.reason.clone(),
-            step_up_timeout_seconds: Some(self.step_up_timeout_seconds),
+            step_up_timeout_seconds: Some(self.call.step_up_timeout_seconds),
             initial_receipt: self.initial_receipt.clone(),
             terminal_receipt: self.terminal_receipt.clone(),
         }
@@ -177,21 +134,21 @@ impl HoldRecord {
     /// The control plane's approval view.
     pub fn approval(&self) -> ApprovalView {
         ApprovalView {
-            hold_token: self.token.clone(),
+            hold_token: self.call.token.clone(),
             status: if self.resolved { "resolved" } else { "pending" },
-            tenant_id: self.tenant_id.clone(),
-            agent_id: self.agent_id.clone(),
-            user_id: self.user_id.clone(),
-            session_id: self.session_id.clone(),
-            tool_name: self.tool_name.clone(),
-            tool_args: self.tool_args.clone(),
-            risk_score: self.risk_score,
-            reason: self.decision_reason.clone(),
-            decision_reason_code: self.decision_reason_code,
-            authorization_decision: self.authorization_decision,
-            created_at: ids::rfc3339(self.created_at),
+            tenant_id: self.call.tenant_id.clone(),
+            agent_id: self.call.agent_id.clone(),
+            user_id: self.call.user_id.clone(),
+            session_id: self.call.session_id.clone(),
+            tool_name: self.call.tool_name.clone(),
+            tool_args: self.call.tool_args.clone(),
+            risk_score: self.call.risk_score,
+            reason: self.call.decision_reason.clone(),
+            decision_reason_code: self.call.decision_reason_code,
+            authorization_decision: self.call.authorization_decision,
+            created_at: ids::rfc3339(self.call.created_at),
             expires_at: ids::rfc3339(self.expires_at),
-            step_up_timeout_seconds: self.step_up_timeout_seconds,
+            step_up_timeout_seconds: self.call.step_up_timeout_seconds,
         }
     }
 }

@@ -69,7 +69,7 @@ async fn pending_view_leaves_out_resolver_fields_then_approval_fills_them() {
     let dir = tempfile::tempdir().unwrap();
     let f = fixture_at(dir.path());
     let rec = create(&f, 300).await;
-    let pending = serde_json::to_value(f.book.get(&rec.token).unwrap().view()).unwrap();
+    let pending = serde_json::to_value(f.book.get(&rec.call.token).unwrap().view()).unwrap();
     assert_eq!(pending["resolved"], false);
     for absent in [
         "resolution",
@@ -84,7 +84,11 @@ async fn pending_view_leaves_out_resolver_fields_then_approval_fills_them() {
         approver: "alice@example.com".into(),
         reason: Some("ok".into()),
     };
-    let done = f.book.resolve(&rec.token, Some("t1"), how).await.unwrap();
+    let done = f
+        .book
+        .resolve(&rec.call.token, Some("t1"), how)
+        .await
+        .unwrap();
     let v = serde_json::to_value(done.view()).unwrap();
     assert_eq!(v["resolution"], "ALLOW");
     assert_eq!(v["resolved_by"], "alice@example.com");
@@ -102,17 +106,17 @@ async fn a_hold_resolves_exactly_once_even_under_concurrency() {
         reason: None,
     };
     let (a, b) = tokio::join!(
-        f.book.resolve(&rec.token, Some("t1"), deny("a")),
-        f.book.resolve(&rec.token, Some("t1"), deny("b"))
+        f.book.resolve(&rec.call.token, Some("t1"), deny("a")),
+        f.book.resolve(&rec.call.token, Some("t1"), deny("b"))
     );
     assert_eq!(a.is_ok() as u8 + b.is_ok() as u8, 1);
     let again = f
         .book
-        .resolve(&rec.token, Some("t1"), Resolution::Timeout)
+        .resolve(&rec.call.token, Some("t1"), Resolution::Timeout)
         .await;
     assert!(matches!(again, Err(HoldError::AlreadyResolved { .. })));
     assert_eq!(
-        f.book.get(&rec.token).unwrap().resolution,
+        f.book.get(&rec.call.token).unwrap().resolution,
         Some(Decision::Block)
     );
 }
@@ -127,7 +131,9 @@ async fn other_tenants_and_unknown_tokens_are_not_found() {
         reason: None,
     };
     assert!(matches!(
-        f.book.resolve(&rec.token, Some("t2"), how.clone()).await,
+        f.book
+            .resolve(&rec.call.token, Some("t2"), how.clone())
+            .await,
         Err(HoldError::NotFound)
     ));
     assert!(matches!(
@@ -145,7 +151,7 @@ async fn timeout_resolves_as_block_by_timeout_and_wakes_waiters() {
     let rec = create(&f, 0).await;
     let done = f
         .book
-        .wait(&rec.token, StdDuration::from_secs(10))
+        .wait(&rec.call.token, StdDuration::from_secs(10))
         .await
         .unwrap();
     assert!(done.resolved);
@@ -159,7 +165,10 @@ async fn pending_holds_survive_a_reopen_and_their_timers_are_rearmed() {
     let dir = tempfile::tempdir().unwrap();
     let (long, short) = {
         let f = fixture_at(dir.path());
-        (create(&f, 300).await.token, create(&f, 1).await.token)
+        (
+            create(&f, 300).await.call.token,
+            create(&f, 1).await.call.token,
+        )
     }; // the fixture drops here: sled's lock on the directory is released
     let f = fixture_at(dir.path());
     assert_eq!(f.book.restore().unwrap(), 2);
