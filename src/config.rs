@@ -25,6 +25,13 @@
 //! | organization_name | — | TOOLGATE_ORGANIZATION_NAME | none |
 //! | dashboard_url | — | TOOLGATE_DASHBOARD_URL | none (explanations' request_url stays "") |
 //! | shutdown_grace_seconds | — | TOOLGATE_SHUTDOWN_GRACE_SECONDS | 10 |
+//! | ca_dir | --ca-dir | TOOLGATE_CA_DIR | `./certs` (the proxy's local CA; created at first start) |
+//! | upstream_ca | --upstream-ca | TOOLGATE_UPSTREAM_CA | none (extra PEM roots for upstream TLS) |
+//! | proxy_max_header_bytes | — | TOOLGATE_PROXY_MAX_HEADER_BYTES | 65536 |
+//! | proxy_max_body_bytes | — | TOOLGATE_PROXY_MAX_BODY_BYTES | 4194304 (larger request bodies: 413) |
+//! | proxy_idle_timeout_seconds | — | TOOLGATE_PROXY_IDLE_TIMEOUT_SECONDS | 90 |
+//! | proxy_request_timeout_seconds | — | TOOLGATE_PROXY_REQUEST_TIMEOUT_SECONDS | 120 (upstream response headers) |
+//! | max_held_requests | — | TOOLGATE_MAX_HELD_REQUESTS | 1024 (concurrent proxied calls held for approval) |
 //!
 //! The two tokens are secrets and are read from the environment only, never from the file.
 
@@ -69,6 +76,10 @@ pub struct Flags {
     pub config_file: Option<PathBuf>,
     /// --ready-file
     pub ready_file: Option<PathBuf>,
+    /// --ca-dir
+    pub ca_dir: Option<PathBuf>,
+    /// --upstream-ca
+    pub upstream_ca: Option<PathBuf>,
 }
 
 /// The config file's shape: every field optional, unknown keys refused.
@@ -93,6 +104,13 @@ struct FileConfig {
     organization_name: Option<String>,
     dashboard_url: Option<String>,
     shutdown_grace_seconds: Option<u64>,
+    ca_dir: Option<PathBuf>,
+    upstream_ca: Option<PathBuf>,
+    proxy_max_header_bytes: Option<usize>,
+    proxy_max_body_bytes: Option<usize>,
+    proxy_idle_timeout_seconds: Option<u64>,
+    proxy_request_timeout_seconds: Option<u64>,
+    max_held_requests: Option<usize>,
 }
 
 /// The resolved configuration (see the module table for defaults).
@@ -138,6 +156,20 @@ pub struct Config {
     pub dashboard_url: Option<String>,
     /// Bounded drain time on shutdown, seconds.
     pub shutdown_grace_seconds: u64,
+    /// Directory of the proxy's local CA (`ca.pem`, `ca-key.pem`).
+    pub ca_dir: PathBuf,
+    /// Extra PEM root certificates trusted for upstream TLS, besides the system roots.
+    pub upstream_ca: Option<PathBuf>,
+    /// Largest request head (request line + headers) the proxy reads, bytes.
+    pub proxy_max_header_bytes: usize,
+    /// Largest request body the proxy inspects, bytes; larger bodies are refused with 413.
+    pub proxy_max_body_bytes: usize,
+    /// A proxy connection with no request in flight is closed after this many seconds.
+    pub proxy_idle_timeout_seconds: u64,
+    /// Longest wait for an upstream's response headers, seconds (504 after).
+    pub proxy_request_timeout_seconds: u64,
+    /// Cap on proxied calls held open for approval at once; more answer 503.
+    pub max_held_requests: usize,
 }
 
 type Env = dyn Fn(&str) -> Option<String>;
@@ -239,6 +271,48 @@ impl Config {
                 file.shutdown_grace_seconds,
                 10,
             )?,
+            ca_dir: pick(
+                flags.ca_dir.clone(),
+                env,
+                "ca_dir",
+                file.ca_dir,
+                "./certs".into(),
+            )?,
+            upstream_ca: opt(
+                flags.upstream_ca.clone(),
+                env,
+                "upstream_ca",
+                file.upstream_ca,
+            )?,
+            proxy_max_header_bytes: pick(
+                None,
+                env,
+                "proxy_max_header_bytes",
+                file.proxy_max_header_bytes,
+                64 * 1024,
+            )?,
+            proxy_max_body_bytes: pick(
+                None,
+                env,
+                "proxy_max_body_bytes",
+                file.proxy_max_body_bytes,
+                4 * 1024 * 1024,
+            )?,
+            proxy_idle_timeout_seconds: pick(
+                None,
+                env,
+                "proxy_idle_timeout_seconds",
+                file.proxy_idle_timeout_seconds,
+                90,
+            )?,
+            proxy_request_timeout_seconds: pick(
+                None,
+                env,
+                "proxy_request_timeout_seconds",
+                file.proxy_request_timeout_seconds,
+                120,
+            )?,
+            max_held_requests: pick(None, env, "max_held_requests", file.max_held_requests, 1024)?,
         };
         cfg.validate()?;
         Ok(cfg)
@@ -253,6 +327,33 @@ impl Config {
                 "replay_window_seconds",
                 "must be positive while replay_protection is on",
             ));
+        }
+        if self.proxy_max_header_bytes < 8192 {
+            return Err(ConfigError::new(
+                "proxy_max_header_bytes",
+                "must be at least 8192",
+            ));
+        }
+        if self.proxy_max_body_bytes < 1024 {
+            return Err(ConfigError::new(
+                "proxy_max_body_bytes",
+                "must be at least 1024",
+            ));
+        }
+        for (field, v) in [
+            (
+                "proxy_idle_timeout_seconds",
+                self.proxy_idle_timeout_seconds,
+            ),
+            (
+                "proxy_request_timeout_seconds",
+                self.proxy_request_timeout_seconds,
+            ),
+            ("max_held_requests", self.max_held_requests as u64),
+        ] {
+            if v == 0 {
+                return Err(ConfigError::new(field, "must be positive"));
+            }
         }
         if self.max_pending_holds == 0 {
             return Err(ConfigError::new("max_pending_holds", "must be positive"));

@@ -80,9 +80,15 @@ struct RunArgs {
     /// Admin listener (default 127.0.0.1:8181; port 0 = ephemeral).
     #[arg(long, env = "TOOLGATE_ADMIN_LISTEN")]
     admin_listen: Option<String>,
-    /// Forward proxy listener (default 127.0.0.1:8180; accepted, the proxy comes with its own issue).
+    /// Forward proxy listener (default 127.0.0.1:8180; `serve` and `up`).
     #[arg(long, env = "TOOLGATE_PROXY_LISTEN")]
     proxy_listen: Option<String>,
+    /// Directory of the proxy's local CA (default ./certs; created at first start).
+    #[arg(long, env = "TOOLGATE_CA_DIR")]
+    ca_dir: Option<PathBuf>,
+    /// Extra PEM root certificates to trust for upstream TLS, besides the system roots.
+    #[arg(long, env = "TOOLGATE_UPSTREAM_CA")]
+    upstream_ca: Option<PathBuf>,
     /// Control-plane listener (default 127.0.0.1:8182).
     #[arg(long, env = "TOOLGATE_CONTROL_PLANE_LISTEN")]
     control_plane_listen: Option<String>,
@@ -104,6 +110,8 @@ impl RunArgs {
             control_plane_listen: self.control_plane_listen,
             config_file: self.config,
             ready_file: self.ready_file,
+            ca_dir: self.ca_dir,
+            upstream_ca: self.upstream_ca,
         }
     }
 }

@@ -60,6 +60,7 @@ pub struct HoldBook {
     pending: DashMap<String, Arc<Pending>>,
     max_pending: usize,
     shutdown: watch::Receiver<bool>,
+    created: watch::Sender<u64>,
 }
 
 impl HoldBook {
@@ -77,7 +78,14 @@ impl HoldBook {
             pending: DashMap::new(),
             max_pending,
             shutdown,
+            created: watch::channel(0).0,
         }
+    }
+
+    /// A receiver of the number of holds created by this process so far: it changes the moment a
+    /// new hold is stored, so approvers (the control-plane relay, tests) learn of it at once.
+    pub fn created(&self) -> watch::Receiver<u64> {
+        self.created.subscribe()
     }
 
     /// Reloads pending holds from storage and arms their timers. Returns how many were pending.
@@ -114,6 +122,7 @@ impl HoldBook {
         self.tree.put(rec.call.token.as_bytes(), &rec)?;
         self.store.flush().await?;
         self.arm(&rec.call.token, rec.expires_at);
+        self.created.send_modify(|n| *n += 1);
         Ok(rec)
     }
 

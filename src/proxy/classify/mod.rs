@@ -1,0 +1,1 @@
+//! Classification of intercepted requests (placeholder; filled by the classification work).
