@@ -3,13 +3,15 @@
 //! of the compiled parts.
 //!
 //! Digest (hex SHA-256, [`PolicyVersion::digest`]): over `pack.toml`, `rules/*.toml`,
-//! `explanations/*` and `tests/*` (regular files directly in those directories), sorted by
-//! pack-relative path (`/`-separated); for each file the hash takes the path's UTF-8 bytes, a
-//! 0x00 byte, the content length as a big-endian u64, then the content. Equal packs have
-//! equal digests on every machine; any byte changed, added, removed or renamed changes it.
+//! `routes/*.toml`, `explanations/*` and `tests/*` (regular files directly in those
+//! directories), sorted by pack-relative path (`/`-separated); for each file the hash takes
+//! the path's UTF-8 bytes, a 0x00 byte, the content length as a big-endian u64, then the
+//! content. Equal packs have equal digests on every machine; any byte changed, added, removed
+//! or renamed changes it.
 
 use super::controls::Controls;
 use super::pack::PackFile;
+use super::proxy::ProxyPolicy;
 use super::risk::RiskModel;
 use super::rules::Rules;
 use super::{PolicyError, PolicySnapshot, PolicyVersion};
@@ -42,12 +44,8 @@ pub(crate) fn load(dir: &Path) -> Result<PolicySnapshot, PolicyError> {
     };
     pack.validate().map_err(invalid)?;
     let controls = Controls::build(&pack).map_err(invalid)?;
-    let rule_files = files
-        .iter()
-        .filter(|f| f.rel.starts_with("rules/") && f.rel.ends_with(".toml"))
-        .map(|f| Ok((display(&f.full), utf8(f)?.to_string())))
-        .collect::<Result<Vec<_>, PolicyError>>()?;
-    let rules = Rules::build(&rule_files)?;
+    let rules = Rules::build(&toml_files(&files, "rules/")?)?;
+    let proxy = ProxyPolicy::build(&pack.proxy, &pack_path, &toml_files(&files, "routes/")?)?;
     Ok(PolicySnapshot {
         version: PolicyVersion {
             name: pack.name.clone(),
@@ -59,7 +57,17 @@ pub(crate) fn load(dir: &Path) -> Result<PolicySnapshot, PolicyError> {
         agents: pack.agents,
         controls,
         rules,
+        proxy,
     })
+}
+
+/// (path as shown in messages, text) of the `.toml` files under `prefix`, in path order.
+fn toml_files(files: &[PackEntry], prefix: &str) -> Result<Vec<(String, String)>, PolicyError> {
+    files
+        .iter()
+        .filter(|f| f.rel.starts_with(prefix) && f.rel.ends_with(".toml"))
+        .map(|f| Ok((display(&f.full), utf8(f)?.to_string())))
+        .collect()
 }
 
 /// Parses `text` (the contents of `path`) as TOML into `T`. Errors name the file, the line
@@ -87,7 +95,13 @@ fn collect(dir: &Path) -> Result<Vec<PackEntry>, PolicyError> {
     if pack.is_file() {
         entries.push(read(&pack, "pack.toml".into())?);
     }
-    for (sub, toml_only) in [("rules", true), ("explanations", false), ("tests", false)] {
+    let parts = [
+        ("rules", true),
+        ("routes", true),
+        ("explanations", false),
+        ("tests", false),
+    ];
+    for (sub, toml_only) in parts {
         for path in list(&dir.join(sub))? {
             let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
                 continue;
@@ -169,9 +183,11 @@ mod tests {
         assert_eq!(first.len(), 64);
         assert_eq!(first, d(a.path()), "same dir twice");
         assert_eq!(first, d(b.path()), "same content elsewhere");
-        let changes: [(&str, &str); 4] = [
+        let changes: [(&str, &str); 6] = [
             ("rules/r.toml", "# comment\n"),
             ("rules/s.toml", ""),
+            ("routes/a.toml", ""),
+            ("routes/a.toml", "# comment\n"),
             ("tests/t.toml", ""),
             ("explanations/block.j2", "x"),
         ];

@@ -16,6 +16,7 @@ mod loader;
 mod mode;
 mod pack;
 mod prefilter;
+pub mod proxy;
 pub mod request;
 mod risk;
 mod rules;
@@ -26,6 +27,7 @@ pub mod verdict;
 mod test_support;
 
 pub use pack::AgentDefaults;
+pub use proxy::ProxyPolicy;
 pub use request::EnforcementRequest;
 pub use verdict::{DecideContext, Finding, PolicyVersion, ScoreComponent, Verdict};
 
@@ -77,12 +79,13 @@ pub struct PolicySnapshot {
     risk: risk::RiskModel,
     default_timeout: u64,
     agents: BTreeMap<String, AgentDefaults>,
+    proxy: ProxyPolicy,
 }
 
 impl PolicySnapshot {
-    /// Loads `dir/pack.toml` and `dir/rules/*.toml` (sorted by path), validates everything
-    /// (unknown keys are errors), compiles the CEL rules and DLP detectors, and computes the
-    /// version digest (see docs/policy.md, "Versioning").
+    /// Loads `dir/pack.toml`, `dir/rules/*.toml` and `dir/routes/*.toml` (sorted by path),
+    /// validates everything (unknown keys are errors), compiles the CEL rules, DLP detectors
+    /// and routes, and computes the version digest (see docs/policy.md, "Versioning").
     ///
     /// Errors: [`PolicyError::Io`] for unreadable files or a missing pack.toml,
     /// [`PolicyError::Invalid`] for schema and value problems, [`PolicyError::Cel`] for rule
@@ -113,6 +116,12 @@ impl PolicySnapshot {
     /// or None when the pack does not name the agent.
     pub fn agent_defaults(&self, agent_id: &str) -> Option<&AgentDefaults> {
         self.agents.get(agent_id)
+    }
+
+    /// The forward proxy's settings and REST routes (`[proxy]` and `routes/*.toml`;
+    /// docs/policy.md, "Forward proxy"); the defaults when the pack has neither.
+    pub fn proxy(&self) -> &ProxyPolicy {
+        &self.proxy
     }
 }
 

@@ -45,6 +45,9 @@ pub(crate) struct PackFile {
     /// `[holds]`: hold defaults.
     #[serde(default)]
     pub holds: HoldsConfig,
+    /// `[proxy]`: the forward proxy's settings (validated and compiled by [`super::proxy`]).
+    #[serde(default)]
+    pub proxy: super::proxy::ProxyConfig,
 }
 
 /// `[risk]`: risk thresholds (0..=100, optional) and the weights of score components.
@@ -196,7 +199,8 @@ impl PackFile {
         timeout_in_range(
             "holds.default_step_up_timeout_seconds",
             self.holds.default_step_up_timeout_seconds,
-        )
+        )?;
+        self.proxy.validate()
     }
 }
 
