@@ -5,6 +5,7 @@
 //! * `toolgate policy check|test [--policy DIR]` — validate the pack / run its tests (exit 1 on
 //!   failures, 64 when the pack does not load).
 //! * `toolgate ledger verify [--data-dir DIR]` — check the receipt and event chains offline.
+//! * `toolgate ca init [--dir certs] [--force]` — create the proxy's local CA (key mode 0600).
 
 use clap::{Args, Parser, Subcommand};
 
@@ -30,9 +31,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Admin API and control plane in one process on loopback: the embedded default.
+    /// Forward proxy, admin API and control plane in one process on loopback: the embedded default.
     Up(RunArgs),
-    /// The sidecar: the admin API ({base_url}).
+    /// The sidecar: the forward proxy and the admin API ({base_url}).
     Serve(RunArgs),
     /// The control plane alone ({control_plane_url}).
     ControlPlane(RunArgs),
@@ -42,6 +43,23 @@ enum Cmd {
     /// Evidence tools.
     #[command(subcommand)]
     Ledger(LedgerCmd),
+    /// The forward proxy's local certificate authority.
+    #[command(subcommand)]
+    Ca(CaCmd),
+}
+
+#[derive(Subcommand)]
+enum CaCmd {
+    /// Create the local CA (`ca.pem`, and `ca-key.pem` with mode 0600) that signs the leaf
+    /// certificates of intercepted hosts. Agents must trust `ca.pem`.
+    Init {
+        /// Directory for the CA files.
+        #[arg(long, env = "TOOLGATE_CA_DIR", default_value = "./certs")]
+        dir: PathBuf,
+        /// Replace an existing CA (agents must then trust the new certificate).
+        #[arg(long)]
+        force: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -125,6 +143,7 @@ fn main() -> ExitCode {
         Cmd::Policy(PolicyCmd::Check(a)) => report(toolgate::policy::testing::check(&a.policy)),
         Cmd::Policy(PolicyCmd::Test(a)) => report(toolgate::policy::testing::run_tests(&a.policy)),
         Cmd::Ledger(LedgerCmd::Verify { data_dir }) => verify_ledger(&data_dir),
+        Cmd::Ca(CaCmd::Init { dir, force }) => ca_init(&dir, force),
     }
 }
 
@@ -182,6 +201,20 @@ fn report<R: std::fmt::Display + Okay, E: std::fmt::Display>(result: Result<R, E
             }
         }
         Err(e) => fail(64, &e.to_string()),
+    }
+}
+
+fn ca_init(dir: &std::path::Path, force: bool) -> ExitCode {
+    match toolgate::tls::LocalCa::init(dir, force) {
+        Ok(ca) => {
+            println!(
+                "created the toolgate local CA: {}\ntrust it in agents, e.g. SSL_CERT_FILE / REQUESTS_CA_BUNDLE / NODE_EXTRA_CA_CERTS={}",
+                ca.cert_path().display(),
+                ca.cert_path().display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(1, &e.to_string()),
     }
 }
 

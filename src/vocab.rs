@@ -195,6 +195,13 @@ closed_enum!(
         HoldDenied => "hold_denied",
         /// A hold's lifetime passed with no approval.
         HoldTimeout => "hold_timeout",
+        /// Forward proxy: an intercepted tool call could not be read (e.g. a `tools/call` without
+        /// a tool name), so it was refused without a policy decision.
+        MalformedToolCall => "malformed_tool_call",
+        /// Forward proxy: another call of the same JSON-RPC batch was refused, so none was sent.
+        BatchRefused => "batch_refused",
+        /// Forward proxy: the policy check itself failed (fail closed: the call was not sent).
+        EnforcementFailed => "enforcement_failed",
     }
 );
 

@@ -44,6 +44,8 @@ impl Proc {
         .arg(pack)
         .arg("--ready-file")
         .arg(&ready_file)
+        .arg("--ca-dir")
+        .arg(dir.join("certs"))
         .env_remove("TOOLGATE_ADMIN_TOKEN")
         .stderr(Stdio::piped())
         .stdout(Stdio::null());
@@ -136,7 +138,12 @@ async fn ready_file_names_the_bound_listeners_and_sigterm_exits_zero() {
         "{admin}"
     );
     assert!(p.url("control_plane_url").starts_with("http://127.0.0.1:"));
-    let health: Value = Client::new()
+    assert!(p.url("proxy_url").starts_with("http://127.0.0.1:"));
+    assert!(
+        dir.path().join("certs/ca.pem").exists(),
+        "the proxy's CA is created at first start"
+    );
+    let health: Value = common::http_client()
         .get(format!("{admin}/v1/health"))
         .send()
         .await
@@ -191,7 +198,7 @@ fn bad_configuration_exits_64_with_one_line_naming_the_field() {
 async fn a_pending_hold_survives_a_restart_and_can_be_approved_after_it() {
     let dir = tempfile::tempdir().unwrap();
     let pack = pack_in(dir.path());
-    let client = Client::new();
+    let client = common::http_client();
     let p = Proc::up(dir.path(), &pack, &[]);
     let token_path = dir.path().join("data/admin-token");
     let admin_token = std::fs::read_to_string(&token_path).unwrap();
@@ -304,13 +311,13 @@ async fn serve_and_control_plane_run_only_their_own_listeners() {
     let dir = tempfile::tempdir().unwrap();
     let pack = pack_in(dir.path());
     let env = [("TOOLGATE_ADMIN_TOKEN", "t0ken-for-test")];
-    for (role, key) in [
-        ("serve", "admin_url"),
-        ("control-plane", "control_plane_url"),
+    for (role, expected) in [
+        ("serve", vec!["admin_url", "proxy_url"]),
+        ("control-plane", vec!["control_plane_url"]),
     ] {
         let p = Proc::start(role, dir.path(), &pack, &env);
         let keys: Vec<&String> = p.ready.as_object().unwrap().keys().collect();
-        assert_eq!(keys, vec![key], "{role}");
+        assert_eq!(keys, expected, "{role}");
         assert_eq!(p.terminate(), 0, "{role}");
     }
 }
@@ -338,7 +345,7 @@ async fn sighup_reloads_the_pack_and_a_broken_pack_is_refused() {
     let pack = pack_in(dir.path());
     let p = Proc::up(dir.path(), &pack, &[("TOOLGATE_ADMIN_TOKEN", "adm")]);
     let (client, admin, cp) = (
-        Client::new(),
+        common::http_client(),
         p.url("admin_url"),
         p.url("control_plane_url"),
     );
@@ -390,4 +397,34 @@ async fn sighup_reloads_the_pack_and_a_broken_pack_is_refused() {
     );
     assert_eq!(decide().await.1["decision"], "ALLOW");
     assert_eq!(p.terminate(), 0);
+}
+
+#[test]
+fn ca_init_creates_a_private_key_and_refuses_to_overwrite_without_force() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let ca_dir = dir.path().join("certs");
+    let init = |extra: &[&str]| {
+        Command::new(BIN)
+            .args(["ca", "init", "--dir"])
+            .arg(&ca_dir)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let first = init(&[]);
+    assert!(first.status.success(), "{first:?}");
+    let key_mode = std::fs::metadata(ca_dir.join("ca-key.pem"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(key_mode & 0o777, 0o600);
+    let pem = std::fs::read_to_string(ca_dir.join("ca.pem")).unwrap();
+    assert!(pem.starts_with("-----BEGIN CERTIFICATE-----"));
+    let again = init(&[]);
+    assert_eq!(again.status.code(), Some(1));
+    assert_eq!(std::fs::read_to_string(ca_dir.join("ca.pem")).unwrap(), pem);
+    let forced = init(&["--force"]);
+    assert!(forced.status.success(), "{forced:?}");
+    assert_ne!(std::fs::read_to_string(ca_dir.join("ca.pem")).unwrap(), pem);
 }

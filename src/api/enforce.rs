@@ -131,6 +131,19 @@ pub async fn enforce(
             .as_deref()
             .or(core.config.endpoint_id.as_deref()),
     })?;
+    evaluate(&core, req).await
+}
+
+/// Decides a validated, authorized request: `decide` over the current snapshot, the signed
+/// receipt, the hold of a STEP_UP, the session spend of an ALLOW. The forward proxy and
+/// POST /v1/enforce both call this, so both paths give the same verdicts and evidence
+/// (DESIGN.md, "The three roles, one binary").
+///
+/// Errors: 503 when a STEP_UP would exceed the pending-hold cap; 500 on storage failure.
+pub async fn evaluate(
+    core: &AppState,
+    req: EnforcementRequest,
+) -> Result<EnforcementDecision, ApiError> {
     let started = Instant::now();
     let now = ids::now();
     let ctx = core.sessions.context(&req.tenant_id, &req.session_id, now);
@@ -149,8 +162,8 @@ pub async fn enforce(
     let body = receipt_body(&req, &verdict, &subject, &request_hash, &policy_version);
     let receipt = core.receipts.issue(body).await?;
     match verdict.decision {
-        Decision::StepUp => open_hold(&core, &req, &verdict, &receipt).await?,
-        Decision::Allow => record_spend(&core, &req, now),
+        Decision::StepUp => open_hold(core, &req, &verdict, &receipt).await?,
+        Decision::Allow => record_spend(core, &req, now),
         Decision::Block => {}
     }
     let latency_ms = started.elapsed().as_secs_f64() * 1000.0;

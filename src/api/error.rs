@@ -13,6 +13,9 @@
 //! | RateLimited (with `Retry-After: <seconds>`) | 429 |
 //! | Internal (storage failure; details logged, not returned) | 500 |
 //! | Unavailable (dependency or configuration failure) | 503 |
+//! | ProxyAuthRequired (forward proxy: missing or bad `Proxy-Authorization`; with `Proxy-Authenticate`) | 407 |
+//! | BadGateway (forward proxy: the upstream cannot be reached or failed) | 502 |
+//! | GatewayTimeout (forward proxy: no upstream response in time) | 504 |
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -55,6 +58,15 @@ pub enum ApiError {
     /// 503.
     #[error("{0}")]
     Unavailable(String),
+    /// 407 with `Proxy-Authenticate: Basic realm="toolgate"` (forward proxy only).
+    #[error("{0}")]
+    ProxyAuthRequired(String),
+    /// 502 (forward proxy only).
+    #[error("{0}")]
+    BadGateway(String),
+    /// 504 (forward proxy only).
+    #[error("{0}")]
+    GatewayTimeout(String),
 }
 
 impl ApiError {
@@ -71,6 +83,9 @@ impl ApiError {
             ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::ProxyAuthRequired(_) => StatusCode::PROXY_AUTHENTICATION_REQUIRED,
+            ApiError::BadGateway(_) => StatusCode::BAD_GATEWAY,
+            ApiError::GatewayTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
         }
     }
 }
@@ -90,6 +105,12 @@ impl IntoResponse for ApiError {
             resp.headers_mut().insert(
                 header::RETRY_AFTER,
                 HeaderValue::from(retry_after_secs.max(1)),
+            );
+        }
+        if status == StatusCode::PROXY_AUTHENTICATION_REQUIRED {
+            resp.headers_mut().insert(
+                header::PROXY_AUTHENTICATE,
+                HeaderValue::from_static("Basic realm=\"toolgate\""),
             );
         }
         resp

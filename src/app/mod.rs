@@ -23,9 +23,9 @@ mod secrets;
 /// Which listeners a process runs (DESIGN.md, "The three roles, one binary").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
-    /// Admin + control plane on one core (the embedded default).
+    /// Proxy, admin and control plane on one core (the embedded default).
     Up,
-    /// The sidecar: admin listener.
+    /// The sidecar: proxy and admin listeners.
     Serve,
     /// The control plane alone.
     ControlPlane,
@@ -80,6 +80,8 @@ pub struct Bound {
     pub admin_addr: Option<SocketAddr>,
     /// Control-plane listener ({control_plane_url}), when the role runs it.
     pub control_plane_addr: Option<SocketAddr>,
+    /// Forward proxy listener (`proxy_url`), when the role runs it.
+    pub proxy_addr: Option<SocketAddr>,
     /// The shared state (tests read it; keep clones short-lived so shutdown can release storage).
     pub core: AppState,
     shutdown_tx: watch::Sender<bool>,
@@ -132,9 +134,25 @@ pub async fn build(config: Config, role: Role) -> Result<Bound, BuildError> {
         ),
         Role::Serve => None,
     };
+    let proxy_addr = match role {
+        Role::Up | Role::Serve => {
+            let (addr, task) = crate::proxy::bind(core.clone(), shutdown_rx.clone())
+                .await
+                .map_err(|e| match e {
+                    crate::proxy::ProxyError::Tls(t) => {
+                        BuildError::Config(format!("ca_dir/upstream_ca: {t}"))
+                    }
+                    other => BuildError::Runtime(other.to_string()),
+                })?;
+            servers.push(task);
+            Some(addr)
+        }
+        Role::ControlPlane => None,
+    };
     let bound = Bound {
         admin_addr,
         control_plane_addr,
+        proxy_addr,
         core,
         shutdown_tx,
         servers,
@@ -233,7 +251,7 @@ async fn serve(
 }
 
 impl Bound {
-    /// `{"admin_url": …, "control_plane_url": …}` for the listeners this role runs.
+    /// `{"admin_url": …, "control_plane_url": …, "proxy_url": …}` for the listeners this role runs.
     pub fn ready_json(&self) -> serde_json::Value {
         let mut m = serde_json::Map::new();
         if let Some(a) = self.admin_addr {
@@ -241,6 +259,9 @@ impl Bound {
         }
         if let Some(a) = self.control_plane_addr {
             m.insert("control_plane_url".into(), format!("http://{a}").into());
+        }
+        if let Some(a) = self.proxy_addr {
+            m.insert("proxy_url".into(), format!("http://{a}").into());
         }
         serde_json::Value::Object(m)
     }

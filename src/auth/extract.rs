@@ -43,7 +43,7 @@ pub fn ct_eq(a: &str, b: &str) -> bool {
 /// Authenticates a presented API key and spends one request of its rate limit.
 ///
 /// Errors: `Invalid`, `Revoked`, `Expired` (401); `RateLimited` (429).
-fn admit_key(core: &AppState, presented: &str) -> Result<Arc<ApiKeyRecord>, AuthError> {
+pub fn admit_key(core: &AppState, presented: &str) -> Result<Arc<ApiKeyRecord>, AuthError> {
     let key = core.keys.authenticate(presented, crate::ids::now())?;
     core.limits.check(&key.key_id)?;
     Ok(key)

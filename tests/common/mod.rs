@@ -21,6 +21,13 @@ pub fn default_pack() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("policy")
 }
 
+/// A plain HTTP client. reqwest is built on rustls without a process-wide crypto provider (ring
+/// is the crate's one provider), so the ring provider is installed first.
+pub fn http_client() -> Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    Client::new()
+}
+
 /// A running app and a client for it.
 pub struct TestApp {
     pub bound: Option<Bound>,
@@ -61,6 +68,7 @@ pub fn config(dir: &Path, pack: &Path) -> Config {
         admin_listen: Some("127.0.0.1:0".into()),
         proxy_listen: Some("127.0.0.1:0".into()),
         control_plane_listen: Some("127.0.0.1:0".into()),
+        ca_dir: Some(dir.join("certs")),
         ..Flags::default()
     };
     let mut c = Config::load_with(&flags, &|_| None).expect("test config");
@@ -86,7 +94,7 @@ impl TestApp {
             bound: Some(bound),
             admin,
             cp,
-            client: Client::new(),
+            client: http_client(),
             dir,
         }
     }
@@ -213,3 +221,4 @@ pub async fn assert_detail(resp: Response, status: StatusCode, needle: &str) -> 
     );
     v
 }
+pub mod proxy;

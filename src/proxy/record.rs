@@ -1,0 +1,289 @@
+//! The proxy's own events, appended to the same hash-chained ledger as POST /v1/events/batch:
+//! TOOL_CALL_PRE after a passing check, TOOL_CALL_POST with the (size-capped) result once the
+//! response has streamed through, TOOL_CALL_BLOCK on refusal, and LLM_INVOCATION with token
+//! usage read from an LLM API's response. Appends are not flushed one by one (sled flushes on
+//! its interval); the decision receipts that precede them are.
+//!
+//! [`Capture`] wraps a response body: it passes every frame through unchanged (never buffering
+//! the stream) and keeps the first `cap` bytes and the last [`TAIL_BYTES`] for the events.
+
+use super::Proxy;
+use crate::ledger::{Event, EventType};
+use crate::state::AppState;
+use crate::vocab::EnforcementMode;
+use axum::body::{Body, Bytes, HttpBody};
+use hyper::body::Frame;
+use serde_json::{Map, Value};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+/// Bytes kept from the end of a response (where streamed LLM usage arrives).
+pub const TAIL_BYTES: usize = 16 * 1024;
+
+/// The fields every event of one call shares.
+#[derive(Clone)]
+pub struct EventBase {
+    /// Tenant.
+    pub tenant_id: String,
+    /// Session.
+    pub session_id: String,
+    /// User.
+    pub user_id: String,
+    /// Agent.
+    pub agent_id: String,
+    /// Tool (as the policy named it).
+    pub tool_name: String,
+    /// Approved scope of the call.
+    pub approved_scope: Vec<String>,
+    /// Calls before this one.
+    pub session_tool_calls: Vec<String>,
+    /// Mode of the call.
+    pub enforcement_mode: EnforcementMode,
+    /// host, method, path, decision ids …
+    pub metadata: Map<String, Value>,
+}
+
+impl EventBase {
+    /// From the EnforcementRequest the proxy built for the call.
+    pub fn of(req: &crate::policy::EnforcementRequest) -> EventBase {
+        EventBase {
+            tenant_id: req.tenant_id.clone(),
+            session_id: req.session_id.clone(),
+            user_id: req.user_id.clone(),
+            agent_id: req.agent_id.clone(),
+            tool_name: req.tool_name.clone(),
+            approved_scope: req.approved_scope.clone(),
+            session_tool_calls: req.session_tool_calls.clone(),
+            enforcement_mode: req.enforcement_mode,
+            metadata: req.metadata.clone().unwrap_or_default(),
+        }
+    }
+}
+
+/// Appends one event; a failure is logged (the call itself has already been decided and
+/// receipted), never answered to the agent.
+pub fn append(
+    core: &AppState,
+    base: &EventBase,
+    event_type: EventType,
+    content: String,
+    extra: Map<String, Value>,
+) {
+    let mut metadata = base.metadata.clone();
+    metadata.extend(extra);
+    let event = Event {
+        event_id: crate::ids::new_id("evt"),
+        tenant_id: base.tenant_id.clone(),
+        session_id: base.session_id.clone(),
+        user_id: base.user_id.clone(),
+        agent_id: Some(base.agent_id.clone()),
+        source_type: event_type.source_type(),
+        event_type,
+        tool_name: Some(base.tool_name.clone()),
+        approved_scope: base.approved_scope.clone(),
+        session_tool_calls: base.session_tool_calls.clone(),
+        enforcement_mode: base.enforcement_mode,
+        content,
+        occurred_at: crate::ids::rfc3339(crate::ids::now()),
+        metadata: Some(metadata),
+    };
+    let appended = serde_json::to_value(&event)
+        .map_err(|e| e.to_string())
+        .and_then(|v| {
+            core.ledger
+                .append(&base.tenant_id, event_type.as_str(), v)
+                .map_err(|e| e.to_string())
+        });
+    if let Err(e) = appended {
+        tracing::error!(error = %e, event_type = event_type.as_str(), "proxy event not recorded");
+    }
+}
+
+/// What a [`Capture`] saw of a response.
+pub struct Captured {
+    /// The first `cap` bytes.
+    pub head: Vec<u8>,
+    /// The last [`TAIL_BYTES`] bytes (overlaps `head` for short bodies).
+    pub tail: Vec<u8>,
+    /// Total bytes streamed.
+    pub total: usize,
+    /// True when the stream ended normally (false: the client went away or the upstream failed).
+    pub complete: bool,
+}
+
+impl Captured {
+    /// The head as text, marked when truncated.
+    pub fn head_text(&self) -> String {
+        let mut t = String::from_utf8_lossy(&self.head).into_owned();
+        if self.total > self.head.len() {
+            t.push_str(&format!(
+                "…[truncated: {} of {} bytes recorded]",
+                self.head.len(),
+                self.total
+            ));
+        }
+        t
+    }
+
+    /// The whole body when it fit in the head, else the tail (for usage parsing).
+    pub fn usage_source(&self) -> &[u8] {
+        if self.total == self.head.len() {
+            &self.head
+        } else {
+            &self.tail
+        }
+    }
+}
+
+/// A response body that records what streams through it and reports once at the end.
+pub struct Capture {
+    inner: Body,
+    cap: usize,
+    seen: Captured,
+    done: Option<Box<dyn FnOnce(Captured) + Send>>,
+}
+
+impl Capture {
+    /// Wraps `inner`; `done` runs once, at the end of the stream or when the body is dropped.
+    pub fn wrap(inner: Body, cap: usize, done: impl FnOnce(Captured) + Send + 'static) -> Body {
+        Body::new(Capture {
+            inner,
+            cap,
+            seen: Captured {
+                head: Vec::new(),
+                tail: Vec::new(),
+                total: 0,
+                complete: false,
+            },
+            done: Some(Box::new(done)),
+        })
+    }
+
+    fn keep(&mut self, data: &Bytes) {
+        self.seen.total += data.len();
+        let room = self.cap.saturating_sub(self.seen.head.len());
+        self.seen
+            .head
+            .extend_from_slice(&data[..room.min(data.len())]);
+        self.seen.tail.extend_from_slice(data);
+        if self.seen.tail.len() > TAIL_BYTES {
+            let cut = self.seen.tail.len() - TAIL_BYTES;
+            self.seen.tail.drain(..cut);
+        }
+    }
+
+    fn finish(&mut self, complete: bool) {
+        if let Some(done) = self.done.take() {
+            self.seen.complete = complete;
+            let seen = std::mem::replace(
+                &mut self.seen,
+                Captured {
+                    head: Vec::new(),
+                    tail: Vec::new(),
+                    total: 0,
+                    complete,
+                },
+            );
+            done(seen);
+        }
+    }
+}
+
+impl HttpBody for Capture {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        match &polled {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    let data = data.clone();
+                    self.keep(&data);
+                }
+            }
+            Poll::Ready(Some(Err(_))) => self.finish(false),
+            Poll::Ready(None) => self.finish(true),
+            Poll::Pending => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        self.finish(false);
+    }
+}
+
+/// Records TOOL_CALL_POST (and LLM_INVOCATION for LLM calls) when the response has streamed.
+pub fn after_response(
+    proxy: &Proxy,
+    bases: Vec<EventBase>,
+    status: u16,
+    llm_provider: Option<String>,
+    body: Body,
+) -> Body {
+    let core = proxy.core.clone();
+    let cap = proxy
+        .core
+        .policy
+        .current()
+        .proxy()
+        .max_recorded_result_bytes();
+    let cap = if llm_provider.is_some() {
+        cap.max(64 * 1024)
+    } else {
+        cap
+    };
+    Capture::wrap(body, cap, move |seen| {
+        let mut extra = Map::new();
+        extra.insert("status".into(), status.into());
+        extra.insert("result_bytes".into(), seen.total.into());
+        extra.insert("complete".into(), seen.complete.into());
+        let text = seen.head_text();
+        for base in &bases {
+            append(
+                &core,
+                base,
+                EventType::ToolCallPost,
+                text.clone(),
+                extra.clone(),
+            );
+        }
+        if let (Some(provider), Some(base)) = (llm_provider, bases.first()) {
+            llm_event(&core, base, &provider, &seen);
+        }
+    })
+}
+
+fn llm_event(core: &AppState, base: &EventBase, provider: &str, seen: &Captured) {
+    let usage = super::classify::llm_usage(provider, seen.usage_source());
+    let mut extra = Map::new();
+    extra.insert("provider".into(), provider.into());
+    if let Some(u) = &usage {
+        extra.insert(
+            "model".into(),
+            u.model.clone().map(Value::from).unwrap_or(Value::Null),
+        );
+        extra.insert("input_tokens".into(), u.input_tokens.into());
+        extra.insert("output_tokens".into(), u.output_tokens.into());
+        extra.insert(
+            "total_tokens".into(),
+            (u.input_tokens + u.output_tokens).into(),
+        );
+    }
+    extra.insert("usage_reported".into(), usage.is_some().into());
+    append(core, base, EventType::LlmInvocation, String::new(), extra);
+}
