@@ -95,6 +95,9 @@ pub async fn single(
         Kind::Host => {}
     }
     let base = EventBase::of(&req);
+    if let Some(refusal) = ambiguous(&kind) {
+        return Ok(refuse_http(proxy, &base, &call.tool_args, &refusal));
+    }
     let pass = match calls::settle(proxy, req).await {
         Ok(p) => p,
         Err(refusal) => return Ok(refuse_http(proxy, &base, &call.tool_args, &refusal)),
@@ -105,11 +108,14 @@ pub async fn single(
         .unwrap_or_else(|| call.tool_args.clone());
     let (parts, bytes) = match (&pass.modified_args, &kind) {
         (None, _) => (it.parts, it.bytes),
-        (Some(args), Kind::Rest(rest)) => rewrite_rest(it.parts, it.json, rest, args)?,
+        (Some(args), Kind::Rest(rest)) if writable(rest, &call.tool_args, args) => {
+            rewrite_rest(it.parts, it.json, rest, args)?
+        }
         (Some(_), _) => {
             let refusal = Refusal::plain(
                 ReasonCode::OutboundDlpRedaction,
-                "the policy redacted arguments that cannot be written back into this request, so it was not sent",
+                "the policy redacted arguments that cannot be written back into this request \
+                 (a URL path segment, or a host-level or LLM call), so it was not sent",
             );
             return Ok(refuse_http(proxy, &base, &call.tool_args, &refusal));
         }
