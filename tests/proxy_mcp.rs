@@ -253,6 +253,10 @@ async fn an_agent_outside_its_scope_is_refused_in_its_mcp_session() {
         blocked[0]
     );
     assert!(blocked[0].to_string().contains(&vio));
+    // The SDK's session GET/DELETE on /mcp belong to a session the server issued: they pass,
+    // and are not refused as host-level `http.request` calls outside the narrow scope.
+    let host_level = events(&ledger, "TOOL_CALL_BLOCK", "http.request");
+    assert!(host_level.is_empty(), "{host_level:?}");
     tg.stop().await;
 }
 

@@ -215,10 +215,12 @@ pub async fn mcp_other(
 ) -> Result<Response<Body>, ApiError> {
     let filter = tools_list && proxy.core.policy.current().proxy().filter_tools_list();
     let situation_ctx = (it.identity.clone(), it.ctx.clone(), it.target.clone());
+    let path = it.parts.uri.path().to_string();
     let resp = proxy
         .upstream
         .send(it.parts, Body::from(it.bytes), &it.target)
         .await?;
+    proxy.mcp_sessions.learn(&it.target, &path, resp.headers());
     if !filter {
         return Ok(resp);
     }

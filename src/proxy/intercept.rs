@@ -38,6 +38,11 @@ async fn run(
     let (parts, body) = req.into_parts();
     let ctx = identity::call_context(&identity, &parts.headers, &snapshot);
     let bytes = read_body(body, proxy.core.config.proxy_max_body_bytes).await?;
+    if proxy.mcp_sessions.is_session_request(&parts, &target) {
+        // GET (the server's event stream) or DELETE (end of session) of an MCP session the
+        // server itself issued: part of the protocol, not a tool call.
+        return proxy.upstream.send(parts, Body::from(bytes), &target).await;
+    }
     let json: Option<Value> = if bytes.is_empty() {
         None
     } else {
@@ -48,6 +53,7 @@ async fn run(
         &RequestView {
             host: &target.host,
             port: target.port,
+            https: target.https,
             method: &parts.method,
             path: parts.uri.path(),
             query: parts.uri.query(),

@@ -15,6 +15,7 @@
 //! | `apply.rs` | verdicts applied: forward, rewrite, refuse (MCP `isError`, REST 403) |
 //! | `upstream.rs` | the upstream client (system roots + `--upstream-ca`), header hygiene |
 //! | `record.rs` | TOOL_CALL_PRE/POST/BLOCK and LLM_INVOCATION events; response capture |
+//! | `mcp_sessions.rs` | MCP session GET/DELETE of server-issued sessions pass untouched |
 //! | `tools_list.rs` | `tools/list` answers filtered to what the policy would not block |
 //! | `classify/` | what a request is (MCP, REST route, LLM, host-level): pure functions |
 //!
@@ -32,6 +33,7 @@ mod connect;
 mod identity;
 mod intercept;
 mod listener;
+mod mcp_sessions;
 mod record;
 mod tools_list;
 mod upstream;
@@ -70,6 +72,7 @@ pub(crate) struct Proxy {
     upstream: upstream::Upstream,
     held: Arc<Semaphore>,
     sessions: calls::SessionCalls,
+    mcp_sessions: mcp_sessions::McpSessions,
 }
 
 impl Proxy {
@@ -89,6 +92,7 @@ impl Proxy {
             upstream,
             held: Arc::new(Semaphore::new(cfg.max_held_requests)),
             sessions: calls::SessionCalls::default(),
+            mcp_sessions: mcp_sessions::McpSessions::default(),
             core,
         })
     }

@@ -32,6 +32,8 @@ pub struct RequestView<'a> {
     pub host: &'a str,
     /// Upstream port.
     pub port: u16,
+    /// True for HTTPS (a decrypted CONNECT tunnel), false for a plain `http://` request.
+    pub https: bool,
     /// Request method.
     pub method: &'a Method,
     /// Request path as sent (percent-encoded), without the query.
@@ -91,17 +93,22 @@ pub fn classify(policy: &ProxyPolicy, req: &RequestView) -> Classified {
 
 /// The host-level tool call: `http.request` with `host` (lowercased, no trailing dot),
 /// `method`, `path` (as sent), `query` (raw, only when non-empty) and `url`
-/// (`<scheme>://<host>[:port]<path>[?query]`, scheme `http` for port 80 and `https`
-/// otherwise, port shown when it is not the scheme's default). `url` is what the default
+/// (`<scheme>://<host>[:port]<path>[?query]`, the scheme the request used, port shown when
+/// it is not the scheme's default). `url` is what the default
 /// pack's `http.request` rules (exfiltration destinations, cloud metadata) read.
 pub fn host_call(req: &RequestView) -> ToolCall {
     let host = normalize_host(req.host);
     let path = if req.path.is_empty() { "/" } else { req.path };
     let query = req.query.filter(|q| !q.is_empty());
-    let scheme = if req.port == 80 { "http" } else { "https" };
-    let port = match req.port {
-        80 | 443 => String::new(),
-        p => format!(":{p}"),
+    let (scheme, default_port) = if req.https {
+        ("https", 443)
+    } else {
+        ("http", 80)
+    };
+    let port = if req.port == default_port {
+        String::new()
+    } else {
+        format!(":{}", req.port)
     };
     let mut url = format!("{scheme}://{host}{port}{path}");
     let mut args = Map::new();

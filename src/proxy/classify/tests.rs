@@ -65,6 +65,7 @@ pub(super) fn classify_req(
     let view = RequestView {
         host,
         port,
+        https: port != 80,
         method: &method,
         path,
         query,
@@ -156,6 +157,33 @@ fn classification_order_is_mcp_route_llm_host() {
 }
 
 #[test]
+fn a_plain_http_call_on_another_port_keeps_its_scheme_in_the_url() {
+    let view = RequestView {
+        host: "127.0.0.1",
+        port: 8080,
+        https: false,
+        method: &Method::GET,
+        path: "/allowed",
+        query: Some("page=2"),
+        body: None,
+    };
+    let call = host_call(&view);
+    assert_eq!(
+        call.tool_args["url"],
+        "http://127.0.0.1:8080/allowed?page=2"
+    );
+    let tls = RequestView {
+        https: true,
+        port: 443,
+        ..view
+    };
+    assert_eq!(
+        host_call(&tls).tool_args["url"],
+        "https://127.0.0.1/allowed?page=2"
+    );
+}
+
+#[test]
 fn host_level_calls_carry_host_method_path_query_and_url() {
     let cases = [
         (
@@ -233,6 +261,7 @@ fn the_default_packs_routes_feed_its_rules() {
         let view = RequestView {
             host,
             port: 443,
+            https: true,
             method: &method,
             path,
             query: None,
