@@ -107,6 +107,19 @@ struct RunArgs {
     /// Extra PEM root certificates to trust for upstream TLS, besides the system roots.
     #[arg(long, env = "TOOLGATE_UPSTREAM_CA")]
     upstream_ca: Option<PathBuf>,
+    /// `serve`: the control plane to report to (check-ins, policy and key sync, event shipping,
+    /// approvals); needs --tenant, --endpoint-id and TOOLGATE_CONTROL_PLANE_TOKEN.
+    #[arg(long = "control-plane", env = "TOOLGATE_CONTROL_PLANE")]
+    control_plane: Option<String>,
+    /// The tenant this sidecar belongs to.
+    #[arg(long = "tenant", env = "TOOLGATE_TENANT")]
+    tenant: Option<String>,
+    /// This host's endpoint id.
+    #[arg(long, env = "TOOLGATE_ENDPOINT_ID")]
+    endpoint_id: Option<String>,
+    /// This host's fleet id.
+    #[arg(long, env = "TOOLGATE_FLEET_ID")]
+    fleet_id: Option<String>,
     /// Control-plane listener (default 127.0.0.1:8182).
     #[arg(long, env = "TOOLGATE_CONTROL_PLANE_LISTEN")]
     control_plane_listen: Option<String>,
@@ -130,6 +143,10 @@ impl RunArgs {
             ready_file: self.ready_file,
             ca_dir: self.ca_dir,
             upstream_ca: self.upstream_ca,
+            control_plane_url: self.control_plane,
+            tenant_id: self.tenant,
+            endpoint_id: self.endpoint_id,
+            fleet_id: self.fleet_id,
         }
     }
 }

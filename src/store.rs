@@ -63,10 +63,20 @@ pub enum TreeName {
     Replay,
     /// Small singletons: chain heads, settings (any module, namespaced keys).
     Meta,
+    /// Control plane: endpoints by `tenant_id \u{1f} endpoint_id` (control_plane::endpoints).
+    Endpoints,
+    /// Control plane: tenant settings (webhook URL and secret) by tenant_id (control_plane::webhooks).
+    Settings,
+    /// Control plane: webhook deliveries waiting for (re)delivery, by u64 sequence.
+    Deliveries,
+    /// Control plane: holds relayed by sidecars, by hold_token (control_plane::relay).
+    Relayed,
+    /// Control plane: ids of events shipped by sidecars, for idempotent storage (control_plane::sync).
+    Shipped,
 }
 
 impl TreeName {
-    const ALL: [TreeName; 7] = [
+    const ALL: [TreeName; 12] = [
         TreeName::Keys,
         TreeName::Holds,
         TreeName::Explanations,
@@ -74,6 +84,11 @@ impl TreeName {
         TreeName::Receipts,
         TreeName::Replay,
         TreeName::Meta,
+        TreeName::Endpoints,
+        TreeName::Settings,
+        TreeName::Deliveries,
+        TreeName::Relayed,
+        TreeName::Shipped,
     ];
 
     /// The tree's name on disk.
@@ -86,6 +101,11 @@ impl TreeName {
             TreeName::Receipts => "receipts",
             TreeName::Replay => "replay",
             TreeName::Meta => "meta",
+            TreeName::Endpoints => "endpoints",
+            TreeName::Settings => "settings",
+            TreeName::Deliveries => "deliveries",
+            TreeName::Relayed => "relayed",
+            TreeName::Shipped => "shipped",
         }
     }
 }

@@ -61,7 +61,21 @@ pub struct HoldBook {
     max_pending: usize,
     shutdown: watch::Receiver<bool>,
     created: watch::Sender<u64>,
+    events: tokio::sync::broadcast::Sender<HoldEvent>,
 }
+
+/// A change of a hold, for subscribers (the control-plane relay, webhooks).
+#[derive(Debug, Clone)]
+pub enum HoldEvent {
+    /// A hold was stored (pending).
+    Created(HoldRecord),
+    /// A hold was resolved (approve, deny or timeout).
+    Resolved(HoldRecord),
+}
+
+/// Hold events buffered per slow subscriber before it starts missing some (it is told so by
+/// `RecvError::Lagged` and should re-read the pending holds).
+const EVENT_BUFFER: usize = 1024;
 
 impl HoldBook {
     /// Opens the book; call [`HoldBook::restore`] once the runtime runs to re-arm timers.
@@ -79,7 +93,13 @@ impl HoldBook {
             max_pending,
             shutdown,
             created: watch::channel(0).0,
+            events: tokio::sync::broadcast::channel(EVENT_BUFFER).0,
         }
+    }
+
+    /// Every hold created or resolved from now on (see [`HoldEvent`]).
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<HoldEvent> {
+        self.events.subscribe()
     }
 
     /// A receiver of the number of holds created by this process so far: it changes the moment a
@@ -123,6 +143,7 @@ impl HoldBook {
         self.store.flush().await?;
         self.arm(&rec.call.token, rec.expires_at);
         self.created.send_modify(|n| *n += 1);
+        let _ = self.events.send(HoldEvent::Created(rec.clone()));
         Ok(rec)
     }
 
@@ -182,6 +203,7 @@ impl HoldBook {
         self.store.flush().await?;
         self.pending.remove(token);
         p.resolved_tx.send_replace(true);
+        let _ = self.events.send(HoldEvent::Resolved(rec.clone()));
         Ok(rec)
     }
 

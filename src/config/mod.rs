@@ -21,7 +21,7 @@
 //! | replay_protection | — | TOOLGATE_REPLAY_PROTECTION | true |
 //! | replay_window_seconds | — | TOOLGATE_REPLAY_WINDOW_SECONDS | 300 |
 //! | max_pending_holds | — | TOOLGATE_MAX_PENDING_HOLDS | 10000 |
-//! | endpoint_id / fleet_id | — | TOOLGATE_ENDPOINT_ID / TOOLGATE_FLEET_ID | none |
+//! | endpoint_id / fleet_id | --endpoint-id / --fleet-id | TOOLGATE_ENDPOINT_ID / TOOLGATE_FLEET_ID | none |
 //! | organization_name | — | TOOLGATE_ORGANIZATION_NAME | none |
 //! | dashboard_url | — | TOOLGATE_DASHBOARD_URL | none (explanations' request_url stays "") |
 //! | shutdown_grace_seconds | — | TOOLGATE_SHUTDOWN_GRACE_SECONDS | 10 |
@@ -32,8 +32,17 @@
 //! | proxy_idle_timeout_seconds | — | TOOLGATE_PROXY_IDLE_TIMEOUT_SECONDS | 90 |
 //! | proxy_request_timeout_seconds | — | TOOLGATE_PROXY_REQUEST_TIMEOUT_SECONDS | 120 (upstream response headers) |
 //! | max_held_requests | — | TOOLGATE_MAX_HELD_REQUESTS | 1024 (concurrent proxied calls held for approval) |
+//! | control_plane_url | --control-plane | TOOLGATE_CONTROL_PLANE | none (`serve` reports to this control plane when set) |
+//! | tenant_id | --tenant | TOOLGATE_TENANT | none (required with control_plane_url) |
+//! | control_plane_token | — | TOOLGATE_CONTROL_PLANE_TOKEN | none (an organization key with read+write; required with control_plane_url) |
+//! | checkin_interval_seconds | — | TOOLGATE_CHECKIN_INTERVAL_SECONDS | 30 |
+//! | sync_interval_seconds | — | TOOLGATE_SYNC_INTERVAL_SECONDS | 5 (policy bundle / key snapshot polls, with ETag) |
+//! | ship_batch_size | — | TOOLGATE_SHIP_BATCH_SIZE | 2000 (ledger entries per shipment) |
+//! | stale_after_seconds | — | TOOLGATE_STALE_AFTER_SECONDS | 90 (control plane: an endpoint silent this long is stale) |
 //!
-//! The two tokens are secrets and are read from the environment only, never from the file.
+//! The three tokens are secrets and are read from the environment only, never from the file.
+
+mod validate;
 
 use serde::Deserialize;
 use std::net::SocketAddr;
@@ -80,6 +89,14 @@ pub struct Flags {
     pub ca_dir: Option<PathBuf>,
     /// --upstream-ca
     pub upstream_ca: Option<PathBuf>,
+    /// --control-plane
+    pub control_plane_url: Option<String>,
+    /// --tenant
+    pub tenant_id: Option<String>,
+    /// --endpoint-id
+    pub endpoint_id: Option<String>,
+    /// --fleet-id
+    pub fleet_id: Option<String>,
 }
 
 /// The config file's shape: every field optional, unknown keys refused.
@@ -111,6 +128,12 @@ struct FileConfig {
     proxy_idle_timeout_seconds: Option<u64>,
     proxy_request_timeout_seconds: Option<u64>,
     max_held_requests: Option<usize>,
+    control_plane_url: Option<String>,
+    tenant_id: Option<String>,
+    checkin_interval_seconds: Option<u64>,
+    sync_interval_seconds: Option<u64>,
+    ship_batch_size: Option<usize>,
+    stale_after_seconds: Option<u64>,
 }
 
 /// The resolved configuration (see the module table for defaults).
@@ -170,6 +193,20 @@ pub struct Config {
     pub proxy_request_timeout_seconds: u64,
     /// Cap on proxied calls held open for approval at once; more answer 503.
     pub max_held_requests: usize,
+    /// The control plane this sidecar reports to (`serve --control-plane URL`).
+    pub control_plane_url: Option<String>,
+    /// The sidecar's tenant (required with `control_plane_url`).
+    pub tenant_id: Option<String>,
+    /// Credential the sidecar presents to the control plane (env only).
+    pub control_plane_token: Option<String>,
+    /// Seconds between check-ins.
+    pub checkin_interval_seconds: u64,
+    /// Seconds between policy bundle and key snapshot polls.
+    pub sync_interval_seconds: u64,
+    /// Ledger entries per shipment to the control plane.
+    pub ship_batch_size: usize,
+    /// Control plane: an endpoint without a check-in for this long is reported stale.
+    pub stale_after_seconds: u64,
 }
 
 type Env = dyn Fn(&str) -> Option<String>;
@@ -260,8 +297,13 @@ impl Config {
                 file.max_pending_holds,
                 10_000,
             )?,
-            endpoint_id: opt(None, env, "endpoint_id", file.endpoint_id)?,
-            fleet_id: opt(None, env, "fleet_id", file.fleet_id)?,
+            endpoint_id: opt(
+                flags.endpoint_id.clone(),
+                env,
+                "endpoint_id",
+                file.endpoint_id,
+            )?,
+            fleet_id: opt(flags.fleet_id.clone(), env, "fleet_id", file.fleet_id)?,
             organization_name: opt(None, env, "organization_name", file.organization_name)?,
             dashboard_url: opt(None, env, "dashboard_url", file.dashboard_url)?,
             shutdown_grace_seconds: pick(
@@ -313,60 +355,39 @@ impl Config {
                 120,
             )?,
             max_held_requests: pick(None, env, "max_held_requests", file.max_held_requests, 1024)?,
+            control_plane_url: opt(
+                flags.control_plane_url.clone(),
+                env,
+                "control_plane",
+                file.control_plane_url,
+            )?,
+            tenant_id: opt(flags.tenant_id.clone(), env, "tenant", file.tenant_id)?,
+            control_plane_token: env("TOOLGATE_CONTROL_PLANE_TOKEN").filter(|t| !t.is_empty()),
+            checkin_interval_seconds: pick(
+                None,
+                env,
+                "checkin_interval_seconds",
+                file.checkin_interval_seconds,
+                30,
+            )?,
+            sync_interval_seconds: pick(
+                None,
+                env,
+                "sync_interval_seconds",
+                file.sync_interval_seconds,
+                5,
+            )?,
+            ship_batch_size: pick(None, env, "ship_batch_size", file.ship_batch_size, 2000)?,
+            stale_after_seconds: pick(
+                None,
+                env,
+                "stale_after_seconds",
+                file.stale_after_seconds,
+                90,
+            )?,
         };
         cfg.validate()?;
         Ok(cfg)
-    }
-
-    fn validate(&self) -> Result<(), ConfigError> {
-        if self.max_body_bytes < 1024 {
-            return Err(ConfigError::new("max_body_bytes", "must be at least 1024"));
-        }
-        if self.replay_protection && self.replay_window_seconds == 0 {
-            return Err(ConfigError::new(
-                "replay_window_seconds",
-                "must be positive while replay_protection is on",
-            ));
-        }
-        if self.proxy_max_header_bytes < 8192 {
-            return Err(ConfigError::new(
-                "proxy_max_header_bytes",
-                "must be at least 8192",
-            ));
-        }
-        if self.proxy_max_body_bytes < 1024 {
-            return Err(ConfigError::new(
-                "proxy_max_body_bytes",
-                "must be at least 1024",
-            ));
-        }
-        for (field, v) in [
-            (
-                "proxy_idle_timeout_seconds",
-                self.proxy_idle_timeout_seconds,
-            ),
-            (
-                "proxy_request_timeout_seconds",
-                self.proxy_request_timeout_seconds,
-            ),
-            ("max_held_requests", self.max_held_requests as u64),
-        ] {
-            if v == 0 {
-                return Err(ConfigError::new(field, "must be positive"));
-            }
-        }
-        if self.max_pending_holds == 0 {
-            return Err(ConfigError::new("max_pending_holds", "must be positive"));
-        }
-        if let Some(url) = &self.dashboard_url {
-            if !(url.starts_with("http://") || url.starts_with("https://")) {
-                return Err(ConfigError::new(
-                    "dashboard_url",
-                    format!("`{url}` is not an http(s) URL"),
-                ));
-            }
-        }
-        Ok(())
     }
 }
 
@@ -430,87 +451,4 @@ fn addr(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::collections::HashMap;
-
-    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let map: HashMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        move |k| map.get(k).cloned()
-    }
-
-    #[test]
-    fn defaults_apply_when_nothing_is_given() {
-        let c = Config::load_with(&Flags::default(), &env_of(&[])).unwrap();
-        assert_eq!(c.admin_listen.to_string(), "127.0.0.1:8181");
-        assert_eq!(c.data_dir, PathBuf::from("./toolgate-data"));
-        assert!(c.replay_protection && c.admin_token.is_none());
-    }
-
-    #[test]
-    fn flag_beats_env_beats_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("t.toml");
-        std::fs::write(
-            &file,
-            "admin_listen = \"127.0.0.1:1\"\nrate_limit_per_second = 7\nfleet_id = \"f-file\"\n",
-        )
-        .unwrap();
-        let flags = Flags {
-            config_file: Some(file),
-            admin_listen: Some("127.0.0.1:3".into()),
-            ..Flags::default()
-        };
-        let env = env_of(&[
-            ("TOOLGATE_ADMIN_LISTEN", "127.0.0.1:2"),
-            ("TOOLGATE_FLEET_ID", "f-env"),
-        ]);
-        let c = Config::load_with(&flags, &env).unwrap();
-        assert_eq!(c.admin_listen.port(), 3);
-        assert_eq!(c.fleet_id.as_deref(), Some("f-env"));
-        assert_eq!(c.rate_limit_per_second, 7);
-    }
-
-    #[test]
-    fn the_shipped_example_config_loads() {
-        let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/toolgate.example.toml");
-        let flags = Flags {
-            config_file: Some(file),
-            ..Flags::default()
-        };
-        let c = Config::load_with(&flags, &env_of(&[])).unwrap();
-        assert_eq!(c.fleet_id.as_deref(), Some("engineering"));
-        assert_eq!(
-            c.dashboard_url.as_deref(),
-            Some("https://toolgate.example.com")
-        );
-    }
-
-    #[test]
-    fn bad_values_name_the_field() {
-        let cases: [(&[(&str, &str)], &str); 3] = [
-            (&[("TOOLGATE_ADMIN_LISTEN", "nope")], "admin_listen"),
-            (
-                &[("TOOLGATE_RATE_LIMIT_PER_SECOND", "-1")],
-                "rate_limit_per_second",
-            ),
-            (&[("TOOLGATE_DASHBOARD_URL", "ftp://x")], "dashboard_url"),
-        ];
-        for (env, field) in cases {
-            let err = Config::load_with(&Flags::default(), &env_of(env)).unwrap_err();
-            assert_eq!(err.field, field);
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("t.toml");
-        std::fs::write(&file, "admn_listen = \"x\"\n").unwrap();
-        let flags = Flags {
-            config_file: Some(file),
-            ..Flags::default()
-        };
-        let err = Config::load_with(&flags, &env_of(&[])).unwrap_err();
-        assert!(err.to_string().contains("admn_listen"), "{err}");
-    }
-}
+mod tests;
