@@ -13,6 +13,7 @@ pub mod explain;
 pub mod holds;
 pub mod ids;
 pub mod ledger;
+pub mod link;
 pub mod policy;
 pub mod proxy;
 pub mod sessions;
