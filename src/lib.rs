@@ -7,6 +7,7 @@
 pub mod api;
 pub mod app;
 pub mod auth;
+pub mod cli;
 pub mod config;
 pub mod control_plane;
 pub mod explain;

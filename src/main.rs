@@ -6,6 +6,8 @@
 //!   failures, 64 when the pack does not load).
 //! * `toolgate ledger verify [--data-dir DIR]` — check the receipt and event chains offline.
 //! * `toolgate ca init [--dir certs] [--force]` — create the proxy's local CA (key mode 0600).
+//! * `toolgate keys|holds|endpoints …` — the operator CLI against the control plane's admin API
+//!   (`toolgate::cli`): tables, or `--json`; exit 1 when refused or unreachable, 64 no token.
 
 use clap::{Args, Parser, Subcommand};
 
@@ -46,6 +48,15 @@ enum Cmd {
     /// The forward proxy's local certificate authority.
     #[command(subcommand)]
     Ca(CaCmd),
+    /// API keys on the control plane (admin token).
+    #[command(subcommand)]
+    Keys(toolgate::cli::KeysCmd),
+    /// STEP_UP holds waiting for approval on the control plane (admin token).
+    #[command(subcommand)]
+    Holds(toolgate::cli::HoldsCmd),
+    /// Endpoints registered with the control plane (admin token).
+    #[command(subcommand)]
+    Endpoints(toolgate::cli::EndpointsCmd),
 }
 
 #[derive(Subcommand)]
@@ -161,6 +172,9 @@ fn main() -> ExitCode {
         Cmd::Policy(PolicyCmd::Test(a)) => report(toolgate::policy::testing::run_tests(&a.policy)),
         Cmd::Ledger(LedgerCmd::Verify { data_dir }) => verify_ledger(&data_dir),
         Cmd::Ca(CaCmd::Init { dir, force }) => ca_init(&dir, force),
+        Cmd::Keys(c) => operator(toolgate::cli::Command::Keys(c)),
+        Cmd::Holds(c) => operator(toolgate::cli::Command::Holds(c)),
+        Cmd::Endpoints(c) => operator(toolgate::cli::Command::Endpoints(c)),
     }
 }
 
@@ -200,6 +214,21 @@ fn run(args: RunArgs, role: Role) -> ExitCode {
             Err(e) => fail(e.exit_code(), &e.to_string()),
         }
     })
+}
+
+/// An operator command (`keys`, `holds`, `endpoints`) on a current-thread runtime.
+fn operator(cmd: toolgate::cli::Command) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => return fail(1, &format!("cannot start the runtime: {e}")),
+    };
+    match runtime.block_on(toolgate::cli::run(cmd)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(e.exit_code(), &e.to_string()),
+    }
 }
 
 fn fail(code: u8, message: &str) -> ExitCode {
