@@ -175,6 +175,30 @@ impl HoldBook {
         self.pending.len()
     }
 
+    /// Holds of `tenant_id` created or resolved at or after `since`, pending or not, newest
+    /// creation first (the control plane's alerts and governance feed). Walks the `Holds` tree.
+    ///
+    /// Errors: `Store` (including a record that does not decode).
+    pub fn recent_for(
+        &self,
+        tenant_id: &str,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<HoldRecord>, HoldError> {
+        let mut out: Vec<HoldRecord> = self
+            .tree
+            .scan::<HoldRecord>(b"")?
+            .into_iter()
+            .map(|(_, rec)| rec)
+            .filter(|rec| {
+                rec.call.tenant_id == tenant_id
+                    && (rec.call.created_at >= since
+                        || rec.resolved_at.is_some_and(|at| at >= since))
+            })
+            .collect();
+        out.sort_by_key(|rec| std::cmp::Reverse(rec.call.created_at));
+        Ok(out)
+    }
+
     /// Resolves a hold exactly once: issues the terminal receipt, persists, flushes, wakes waiters.
     ///
     /// `tenant_id` must be the hold's tenant (`NotFound` otherwise, so tokens of other tenants are

@@ -198,3 +198,33 @@ async fn the_cap_on_pending_holds_is_enforced() {
         Err(HoldError::TooManyPending(1))
     ));
 }
+
+#[tokio::test]
+async fn recent_for_lists_a_tenants_holds_created_or_resolved_since() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = fixture_at(dir.path());
+    let before = ids::now() - chrono::Duration::seconds(1);
+    let a = create(&f, 300).await;
+    let b = create(&f, 300).await;
+    f.book
+        .resolve(&a.call.token, None, Resolution::Timeout)
+        .await
+        .unwrap();
+    let recent = f.book.recent_for("t1", before).unwrap();
+    let mut tokens: Vec<&str> = recent.iter().map(|r| r.call.token.as_str()).collect();
+    tokens.sort();
+    let mut expected = vec![a.call.token.as_str(), b.call.token.as_str()];
+    expected.sort();
+    assert_eq!(tokens, expected);
+    assert!(recent
+        .windows(2)
+        .all(|w| w[0].call.created_at >= w[1].call.created_at));
+    let timed_out = recent
+        .iter()
+        .find(|r| r.call.token == a.call.token)
+        .unwrap();
+    assert_eq!(timed_out.resolved_by.as_deref(), Some("timeout"));
+    assert!(f.book.recent_for("t2", before).unwrap().is_empty());
+    let later = ids::now() + chrono::Duration::seconds(1);
+    assert!(f.book.recent_for("t1", later).unwrap().is_empty());
+}

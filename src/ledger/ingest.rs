@@ -14,6 +14,7 @@ use super::event::Event;
 use super::replay::ReplayBook;
 use super::{IngestError, Ledger, LedgerError};
 use crate::store::{pair_key, Store};
+use drops::DropLog;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::HashSet;
@@ -76,6 +77,7 @@ pub struct Ingestor {
     clock: Clock,
     replay: ReplayBook,
     state: Mutex<IngestState>,
+    drops: DropLog,
 }
 
 /// What the ingest lock guards besides the check-then-append sequence.
@@ -103,6 +105,7 @@ impl Ingestor {
             config,
             clock,
             state: Mutex::new(IngestState::default()),
+            drops: DropLog::default(),
         }
     }
 
@@ -129,7 +132,16 @@ impl Ingestor {
             self.store.flush().await.map_err(LedgerError::from)?;
         }
         admitted.settle(true);
-        Ok(BatchAck::accepted(queued, Some(received - queued)))
+        let dropped = received - queued;
+        self.drops.record(&tenant, dropped as u64, (self.clock)());
+        Ok(BatchAck::accepted(queued, Some(dropped)))
+    }
+
+    /// Events of `tenant_id` dropped as replays or in-request duplicates over the last 24 hours,
+    /// as `(unix millis of the second, count)` buckets, oldest first. Kept in memory only
+    /// (bounded; see `ingest/drops.rs`): a restart forgets them.
+    pub fn replay_drops(&self, tenant_id: &str) -> Vec<(u64, u64)> {
+        self.drops.recent(tenant_id, (self.clock)())
     }
 
     /// Under the ingest lock: prune a slice of marks, drop replays, append the rest and put
@@ -280,6 +292,8 @@ fn dedupe(events: Vec<Event>) -> Vec<Event> {
         .filter(|e| seen.insert(e.event_id.clone()))
         .collect()
 }
+
+mod drops;
 
 #[cfg(test)]
 mod tests;

@@ -175,6 +175,7 @@ pub struct ReceiptLog {
     signer: signer::Signer,
     key_id: String,
     public_pem: String,
+    tree: Tree,
 }
 
 impl ReceiptLog {
@@ -200,11 +201,12 @@ impl ReceiptLog {
             None => ChainHead::genesis(),
         };
         note_tail_holes(store, &tree, head.seq)?;
-        let signer = signer::Signer::start(head, key, key_id.clone(), tree)?;
+        let signer = signer::Signer::start(head, key, key_id.clone(), tree.clone())?;
         Ok(ReceiptLog {
             signer,
             key_id,
             public_pem,
+            tree,
         })
     }
 
@@ -251,6 +253,25 @@ impl ReceiptLog {
     /// True when no receipt has been issued.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Up to `limit` stored receipts with seq ≥ `seq`, in seq order (readers such as the
+    /// control plane's governance feed). Receipts issued but not yet stored by the signer, and
+    /// receipts lost in a crash, are not returned.
+    ///
+    /// Errors: [`LedgerError::Store`] (including a segment that does not decode).
+    pub fn read_from(&self, seq: u64, limit: usize) -> Result<Vec<ReceiptEntry>, LedgerError> {
+        let mut out = Vec::new();
+        // Segments are keyed by their last receipt's seq, so the first one at or after `seq`
+        // may start before it; each holds at least one receipt, so `limit` segments suffice.
+        for (_, segment) in self.tree.range_from::<Segment>(&seq_key(seq), limit)? {
+            let fresh = segment.receipts.into_iter().filter(|r| r.seq >= seq);
+            out.extend(fresh.take(limit - out.len()));
+            if out.len() >= limit {
+                break;
+            }
+        }
+        Ok(out)
     }
 }
 

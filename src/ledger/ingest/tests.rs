@@ -311,3 +311,17 @@ async fn accepted_events_survive_reopen() {
     let store = crate::ledger::test_support::reopen(dir.path());
     assert_eq!(Ledger::open(&store).unwrap().len(), 2);
 }
+
+#[tokio::test]
+async fn replay_drops_are_remembered_per_tenant() {
+    let f = fixture(small_window());
+    let batch = [event(Some("a"), "t1"), event(Some("a"), "t1")];
+    assert_eq!(f.counts(&batch).await, counts("1", "1"));
+    f.now.fetch_add(1_500, Ordering::SeqCst);
+    assert_eq!(f.counts(&batch).await, counts("0", "2"));
+    assert_eq!(
+        f.ingestor.replay_drops("t1"),
+        vec![(1_000_000, 1), (1_001_000, 2)]
+    );
+    assert!(f.ingestor.replay_drops("t2").is_empty());
+}

@@ -382,3 +382,22 @@ async fn measure_issue_throughput() {
         2 * n
     );
 }
+
+#[tokio::test]
+async fn read_from_returns_stored_receipts_in_order_across_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let log = Arc::new(ReceiptLog::open(&store, dir.path()).unwrap());
+    log.issue(body("first")).await.unwrap();
+    issue_together(&log, 6).await;
+    log.issue(body("last")).await.unwrap();
+    let seqs = |from, limit| -> Vec<u64> {
+        let rows = log.read_from(from, limit).unwrap();
+        rows.iter().map(|r| r.seq).collect()
+    };
+    assert_eq!(seqs(1, 100), (1..=8).collect::<Vec<_>>());
+    assert_eq!(seqs(3, 2), vec![3, 4], "starts inside a segment");
+    assert_eq!(seqs(8, 10), vec![8]);
+    assert!(seqs(9, 10).is_empty());
+    assert_eq!(log.read_from(1, 1).unwrap()[0].body.subject_id, "first");
+}
