@@ -36,6 +36,10 @@ pub struct Core {
     pub sessions: SessionUsage,
     /// Control-plane administrator token (from env, or generated into the data dir).
     pub admin_token: String,
+    /// Control plane: registered endpoints and their check-ins.
+    pub endpoints: crate::control_plane::endpoints::Endpoints,
+    /// Control plane: tenant webhooks and the durable delivery queue (approval callbacks).
+    pub webhooks: Arc<crate::control_plane::webhooks::Webhooks>,
 }
 
 /// The axum state type.

@@ -101,6 +101,13 @@ pub async fn build(config: Config, role: Role) -> Result<Bound, BuildError> {
         .map(RevokedFile::set)
         .unwrap_or_default();
     let core = Arc::new(open_core(config, revoked, shutdown_rx.clone())?);
+    // Before `restore`, so the callbacks of holds that time out at once are not missed.
+    let webhook_tasks = match role {
+        Role::Up | Role::ControlPlane => {
+            crate::control_plane::webhooks::start(&core, shutdown_rx.clone())
+        }
+        Role::Serve => Vec::new(),
+    };
     let restored = core
         .holds
         .restore()
@@ -109,7 +116,7 @@ pub async fn build(config: Config, role: Role) -> Result<Bound, BuildError> {
         tracing::info!(pending = restored, "re-armed pending holds from storage");
     }
     spawn_background(&core, revoked_file, shutdown_rx.clone());
-    let mut servers = Vec::new();
+    let mut servers = webhook_tasks;
     let admin_addr = match role {
         Role::Up | Role::Serve => Some(
             serve(
@@ -198,6 +205,11 @@ fn open_core(
         sessions: SessionUsage::default(),
         receipts,
         explainer,
+        endpoints: crate::control_plane::endpoints::Endpoints::new(&store),
+        webhooks: Arc::new(
+            crate::control_plane::webhooks::Webhooks::new(&store, config.upstream_ca.as_deref())
+                .map_err(|e| BuildError::Config(format!("upstream_ca: {e}")))?,
+        ),
         store,
         config,
     })

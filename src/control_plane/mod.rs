@@ -9,16 +9,28 @@
 //! | GET | /{tenant_id}/service/approvals?status=pending | [`approvals::list`] |
 //! | POST | /{tenant_id}/service/approvals/{hold_token}/approve | [`approvals::approve`] |
 //! | POST | /{tenant_id}/service/approvals/{hold_token}/deny | [`approvals::deny`] |
+//! | POST | /{tenant_id}/service/endpoints | [`endpoints::register`] |
+//! | GET | /{tenant_id}/service/endpoints | [`endpoints::list`] |
+//! | POST | /{tenant_id}/service/endpoints/{endpoint_id}/checkin | [`endpoints::check_in`] |
+//! | GET | /{tenant_id}/service/alerts | [`alerts::list`] |
+//! | GET | /{tenant_id}/service/governance/feed | [`feed::feed`] |
+//! | PUT, GET, DELETE | /{tenant_id}/service/settings/webhook | [`settings`] |
+//! | POST | /{tenant_id}/service/settings/webhook/test | [`settings::test_webhook`] |
 //!
 //! Authentication: `Authorization: Bearer <admin token>`, or an API key (`X-API-Key` or bearer)
 //! of the path's tenant — organization-level for key management, any scope for approvals.
 
+pub mod alerts;
 pub mod approvals;
+pub mod endpoints;
+pub mod feed;
 pub mod keys;
+pub mod settings;
+pub mod webhooks;
 
 use crate::api::{method_not_allowed, not_found, BodyLimit};
 use crate::state::AppState;
-use axum::routing::{delete, get, post};
+use axum::routing::{delete, get, post, put};
 use axum::{Extension, Router};
 
 /// The control-plane router over `core`.
@@ -38,6 +50,26 @@ pub fn router(core: AppState) -> Router {
             post(keys::authorize),
         )
         .route("/{tenant_id}/service/approvals", get(approvals::list))
+        .route(
+            "/{tenant_id}/service/endpoints",
+            post(endpoints::register).get(endpoints::list),
+        )
+        .route(
+            "/{tenant_id}/service/endpoints/{endpoint_id}/checkin",
+            post(endpoints::check_in),
+        )
+        .route("/{tenant_id}/service/alerts", get(alerts::list))
+        .route("/{tenant_id}/service/governance/feed", get(feed::feed))
+        .route(
+            "/{tenant_id}/service/settings/webhook",
+            put(settings::put_webhook)
+                .get(settings::get_webhook)
+                .delete(settings::delete_webhook),
+        )
+        .route(
+            "/{tenant_id}/service/settings/webhook/test",
+            post(settings::test_webhook),
+        )
         .route(
             "/{tenant_id}/service/approvals/{hold_token}/approve",
             post(approvals::approve),
