@@ -40,6 +40,17 @@ pub struct Core {
     pub endpoints: crate::control_plane::endpoints::Endpoints,
     /// Control plane: tenant webhooks and the durable delivery queue (approval callbacks).
     pub webhooks: Arc<crate::control_plane::webhooks::Webhooks>,
+    /// Ledger shipping status (sidecar with a control plane configured; None otherwise).
+    pub shipping: Option<Arc<crate::link::shipper::ShipStatus>>,
+    /// Control plane: holds relayed by remote sidecars.
+    pub relay: crate::control_plane::sync::relay::Relay,
+    /// False while a linked sidecar has never received a policy bundle: decisions then fail
+    /// closed (503 / refused calls) instead of using a pack the control plane never sent.
+    pub policy_ready: std::sync::atomic::AtomicBool,
+    /// Link task outcomes (a sidecar with a control plane configured; None otherwise).
+    pub link: Option<Arc<crate::link::LinkStatus>>,
+    /// Today's agents, sessions, violations and risk (check-ins report them).
+    pub activity: crate::link::activity::Activity,
 }
 
 /// The axum state type.

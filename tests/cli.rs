@@ -3,116 +3,12 @@
 
 mod common;
 
+use common::procs::{Proc, BIN};
 use common::{call, copy_dir, default_pack, request, test_pack};
 use reqwest::{Client, StatusCode};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-
-const BIN: &str = env!("CARGO_BIN_EXE_toolgate");
-
-/// A running `toolgate up`; its stderr is read until the ready line, then drained in a thread.
-struct Proc {
-    child: Child,
-    ready: Value,
-    log: std::sync::mpsc::Receiver<String>,
-}
-
-impl Proc {
-    fn up(dir: &Path, pack: &Path, env: &[(&str, &str)]) -> Proc {
-        Self::start("up", dir, pack, env)
-    }
-
-    /// Starts `role` (`up`, `serve`, `control-plane`) with every listener on port 0.
-    fn start(role: &str, dir: &Path, pack: &Path, env: &[(&str, &str)]) -> Proc {
-        let ready_file = dir.join("ready.json");
-        let _ = std::fs::remove_file(&ready_file);
-        let mut cmd = Command::new(BIN);
-        cmd.args([
-            role,
-            "--admin-listen",
-            "127.0.0.1:0",
-            "--control-plane-listen",
-            "127.0.0.1:0",
-            "--proxy-listen",
-            "127.0.0.1:0",
-        ])
-        .arg("--data-dir")
-        .arg(dir.join("data"))
-        .arg("--policy")
-        .arg(pack)
-        .arg("--ready-file")
-        .arg(&ready_file)
-        .arg("--ca-dir")
-        .arg(dir.join("certs"))
-        .env_remove("TOOLGATE_ADMIN_TOKEN")
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null());
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().expect("spawn toolgate");
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        for line in lines.by_ref() {
-            let line = line.unwrap();
-            assert!(!line.contains("toolgate: "), "startup failed: {line}");
-            if line.contains("toolgate ready") {
-                break;
-            }
-        }
-        let (tx, log) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in lines.map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let ready: Value =
-            serde_json::from_str(&std::fs::read_to_string(&ready_file).expect("ready file"))
-                .unwrap();
-        Proc { child, ready, log }
-    }
-
-    fn url(&self, key: &str) -> String {
-        self.ready[key].as_str().unwrap().to_string()
-    }
-
-    /// Blocks until a log line containing `needle` arrives (at most 10 s).
-    fn wait_for_log(&self, needle: &str) {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        loop {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            let line = self
-                .log
-                .recv_timeout(left)
-                .unwrap_or_else(|_| panic!("no log line with {needle:?}"));
-            if line.contains(needle) {
-                return;
-            }
-        }
-    }
-
-    fn signal(&self, name: &str) {
-        let status = Command::new("kill")
-            .args([name, &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-
-    fn terminate(mut self) -> i32 {
-        let status = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
-        self.child
-            .wait()
-            .unwrap()
-            .code()
-            .expect("exited, not killed")
-    }
-}
+use std::process::Command;
 
 fn pack_in(dir: &Path) -> std::path::PathBuf {
     let pack = dir.join("pack");

@@ -435,7 +435,6 @@ async fn holds_list_approve_deny_with_the_generated_token_file() {
 }
 
 #[tokio::test]
-#[ignore = "needs GET/POST /endpoints"]
 async fn endpoints_list_shows_the_registered_endpoints() {
     let up = Up::start(Some(TOKEN));
     assert!(up

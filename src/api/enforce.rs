@@ -144,6 +144,12 @@ pub async fn evaluate(
     core: &AppState,
     req: EnforcementRequest,
 ) -> Result<EnforcementDecision, ApiError> {
+    if !core.policy_ready.load(std::sync::atomic::Ordering::Acquire) {
+        return Err(ApiError::Unavailable(
+            "no policy bundle from the control plane yet; failing closed until the first sync"
+                .into(),
+        ));
+    }
     let started = Instant::now();
     let now = ids::now();
     let ctx = core.sessions.context(&req.tenant_id, &req.session_id, now);
@@ -166,6 +172,12 @@ pub async fn evaluate(
         Decision::Allow => record_spend(core, &req, now),
         Decision::Block => {}
     }
+    core.activity.record(
+        &req.agent_id,
+        &req.session_id,
+        verdict.decision,
+        verdict.risk_score,
+    );
     let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
     Ok(respond(req, verdict, policy_version, receipt, latency_ms))
 }

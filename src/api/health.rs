@@ -1,5 +1,10 @@
 //! GET /v1/health: liveness, the policy version, pending holds, and — when a key is presented —
 //! its posture `api_key.{key_id, expired, rotation_required, revoked}` (SPEC.md, "API key").
+//! `status` is `ok`, or `awaiting_policy` (with `policy_ready: false`) while a linked sidecar
+//! has never received a policy bundle and fails closed. With a control plane configured,
+//! `control_plane.{url, endpoint_id, tasks}` gives each link task's last error and success, and
+//! `shipping.{backlog, shipped_seq, skipped, last_error,
+//! last_shipped_at}` reports the ledger shipper (`link::shipper`; absent without a link).
 //!
 //! Without a key it answers 200 with the service status only (for probes). A presented key that
 //! does not verify is 401; a revoked or expired key is reported, not refused, so operators can see
@@ -20,12 +25,24 @@ pub async fn health(
     headers: HeaderMap,
 ) -> Result<Json<Value>, ApiError> {
     let policy = core.policy.current().version().clone();
+    let ready = core.policy_ready.load(std::sync::atomic::Ordering::Acquire);
     let mut body = json!({
-        "status": "ok",
+        "status": if ready { "ok" } else { "awaiting_policy" },
+        "policy_ready": ready,
         "policy_version": policy.label(),
         "policy_pack": policy,
         "pending_holds": core.holds.pending_count(),
     });
+    if let Some(link) = &core.link {
+        body["control_plane"] = json!({
+            "url": core.config.control_plane_url,
+            "endpoint_id": core.config.endpoint_id,
+            "tasks": link.health(),
+        });
+    }
+    if let Some(shipping) = &core.shipping {
+        body["shipping"] = shipping.health(core.ledger.len());
+    }
     if let Some(presented) = presented_credential(&headers) {
         let posture = core.keys.inspect(presented)?;
         let now = ids::now();

@@ -117,6 +117,13 @@ pub async fn build(config: Config, role: Role) -> Result<Bound, BuildError> {
     }
     spawn_background(&core, revoked_file, shutdown_rx.clone());
     let mut servers = webhook_tasks;
+    if role != Role::ControlPlane {
+        // Joined with the listeners at shutdown, so storage is released when `shutdown` returns.
+        servers.extend(crate::link::shipper::spawn(&core, shutdown_rx.clone()));
+        let link = crate::link::spawn(&core, &shutdown_rx)
+            .map_err(|e| BuildError::Config(format!("control_plane: {e}")))?;
+        servers.extend(link);
+    }
     let admin_addr = match role {
         Role::Up | Role::Serve => Some(
             serve(
@@ -169,12 +176,13 @@ pub async fn build(config: Config, role: Role) -> Result<Bound, BuildError> {
 }
 
 fn open_core(
-    config: Config,
+    mut config: Config,
     revoked: RevokedSet,
     shutdown: watch::Receiver<bool>,
 ) -> Result<Core, BuildError> {
     let rt = |e: &dyn std::fmt::Display| BuildError::Runtime(e.to_string());
     secrets::ensure_data_dir(&config.data_dir).map_err(|e| rt(&e))?;
+    let policy_ready = crate::link::bundle::startup_policy(&mut config).map_err(|e| rt(&e))?;
     let snapshot = PolicySnapshot::load(&config.policy_dir)
         .map_err(|e| BuildError::Config(format!("policy: {e}")))?;
     let store = Store::open(&config.data_dir).map_err(|e| rt(&e))?;
@@ -205,11 +213,24 @@ fn open_core(
         sessions: SessionUsage::default(),
         receipts,
         explainer,
+        relay: crate::control_plane::sync::relay::Relay::new(&store),
         endpoints: crate::control_plane::endpoints::Endpoints::new(&store),
         webhooks: Arc::new(
             crate::control_plane::webhooks::Webhooks::new(&store, config.upstream_ca.as_deref())
                 .map_err(|e| BuildError::Config(format!("upstream_ca: {e}")))?,
         ),
+        shipping: match &config.control_plane_url {
+            Some(_) => Some(Arc::new(
+                crate::link::shipper::ShipStatus::load(&store).map_err(|e| rt(&e))?,
+            )),
+            None => None,
+        },
+        policy_ready: std::sync::atomic::AtomicBool::new(policy_ready),
+        activity: Default::default(),
+        link: config
+            .control_plane_url
+            .as_ref()
+            .map(|_| Default::default()),
         store,
         config,
     })

@@ -62,6 +62,52 @@ impl KeyStore {
         Ok(minted)
     }
 
+    /// Every stored record of `tenant_id` (hashes, never secrets), sorted by key_id: the key
+    /// snapshot a control plane serves to its sidecars.
+    pub fn records(&self, tenant_id: &str) -> Vec<ApiKeyRecord> {
+        let mut out: Vec<ApiKeyRecord> = self
+            .cache
+            .iter()
+            .filter(|r| r.tenant_id == tenant_id)
+            .map(|r| r.as_ref().clone())
+            .collect();
+        out.sort_by(|a, b| a.key_id.cmp(&b.key_id));
+        out
+    }
+
+    /// Replaces every key of `tenant_id` with `records` (a snapshot from the control plane):
+    /// keys missing from it are removed, the rest written through, then flushed. Records of
+    /// another tenant in the snapshot are ignored. Returns how many keys the tenant now has.
+    ///
+    /// Errors: `Store` on storage failure (the cache may then be partly updated; the next
+    /// snapshot repairs it).
+    pub async fn replace_tenant(
+        &self,
+        tenant_id: &str,
+        records: Vec<ApiKeyRecord>,
+    ) -> Result<usize, AuthError> {
+        let keep: std::collections::HashSet<String> =
+            records.iter().map(|r| r.key_id.clone()).collect();
+        let stale: Vec<String> = self
+            .cache
+            .iter()
+            .filter(|r| r.tenant_id == tenant_id && !keep.contains(&r.key_id))
+            .map(|r| r.key_id.clone())
+            .collect();
+        for key_id in stale {
+            self.tree.remove(key_id.as_bytes())?;
+            self.cache.remove(&key_id);
+        }
+        let mut count = 0;
+        for record in records.into_iter().filter(|r| r.tenant_id == tenant_id) {
+            self.tree.put(record.key_id.as_bytes(), &record)?;
+            self.cache.insert(record.key_id.clone(), Arc::new(record));
+            count += 1;
+        }
+        self.store.flush().await?;
+        Ok(count)
+    }
+
     /// Every key of `tenant_id`, oldest first, as public views.
     pub fn list(&self, tenant_id: &str, now: DateTime<Utc>) -> Vec<KeyInfo> {
         let mut out: Vec<KeyInfo> = self

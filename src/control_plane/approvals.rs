@@ -10,6 +10,7 @@
 
 use crate::api::{ApiError, ApiJson};
 use crate::auth::{Operator, Permission};
+use crate::control_plane::sync::relay::RelayDecision;
 use crate::holds::{HoldError, HoldView, Resolution};
 use crate::state::AppState;
 use axum::extract::{Path, Query, State};
@@ -40,12 +41,16 @@ pub async fn list(
             )))
         }
     }
-    let approvals: Vec<_> = core
-        .holds
-        .pending_for(&tenant_id)?
-        .iter()
-        .map(|h| h.approval())
-        .collect();
+    let mut approvals: Vec<Value> = Vec::new();
+    for h in core.holds.pending_for(&tenant_id)? {
+        approvals.push(serde_json::to_value(h.approval()).unwrap_or(Value::Null));
+    }
+    // Holds relayed by remote sidecars carry the endpoint that holds the call.
+    for r in core.relay.pending(&tenant_id)? {
+        let mut view = serde_json::to_value(r.hold.approval()).unwrap_or(Value::Null);
+        view["endpoint_id"] = r.endpoint_id.into();
+        approvals.push(view);
+    }
     Ok(Json(json!({ "approvals": approvals })))
 }
 
@@ -108,6 +113,23 @@ async fn resolve(
     op.authorize(&tenant_id, Permission::Write, false)?;
     body.validate()?;
     let approver = body.approver.trim().to_string();
+    if core.holds.get(&token).is_err() {
+        // Not a hold of this process: a hold a remote sidecar relayed, decided here once and
+        // applied there (`sync::relay`).
+        let decision = RelayDecision {
+            approve,
+            approver,
+            reason: body.reason,
+            decided_at: crate::ids::now(),
+        };
+        return match core.relay.decide(&tenant_id, &token, decision).await? {
+            Some(rec) => {
+                tracing::info!(tenant_id = %tenant_id, by = %op.identity(), approved = approve, "relayed hold decided");
+                Ok(Json(rec.view()))
+            }
+            None => Err(HoldError::NotFound.into()),
+        };
+    }
     let how = if approve {
         Resolution::Approve {
             approver,

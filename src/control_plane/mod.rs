@@ -16,6 +16,8 @@
 //! | GET | /{tenant_id}/service/governance/feed | [`feed::feed`] |
 //! | PUT, GET, DELETE | /{tenant_id}/service/settings/webhook | [`settings`] |
 //! | POST | /{tenant_id}/service/settings/webhook/test | [`settings::test_webhook`] |
+//! | GET, POST | /{tenant_id}/service/sync/... | sidecar link: [`sync::link_routes`] |
+//! | POST, GET | /{tenant_id}/service/sync/events | ledger shipping: [`sync::events`] |
 //!
 //! Authentication: `Authorization: Bearer <admin token>`, or an API key (`X-API-Key` or bearer)
 //! of the path's tenant — organization-level for key management, any scope for approvals.
@@ -26,6 +28,7 @@ pub mod endpoints;
 pub mod feed;
 pub mod keys;
 pub mod settings;
+pub mod sync;
 pub mod webhooks;
 
 use crate::api::{method_not_allowed, not_found, BodyLimit};
@@ -36,7 +39,8 @@ use axum::{Extension, Router};
 /// The control-plane router over `core`.
 pub fn router(core: AppState) -> Router {
     let limit = BodyLimit(core.config.max_body_bytes);
-    Router::new()
+    sync::link_routes(Router::new())
+        .route("/{tenant_id}/service/sync/events", sync::events::route())
         .route(
             "/{tenant_id}/service/api-keys",
             post(keys::create).get(keys::list),

@@ -61,7 +61,7 @@ pub struct Organization {
 
 /// Builds, stores and reads explanations. Cheap to share behind an `Arc`; `Send + Sync`.
 pub struct Explainer {
-    templates: Templates,
+    templates: arc_swap::ArcSwap<Templates>,
     org: Organization,
     store: Store,
 }
@@ -76,10 +76,20 @@ impl Explainer {
         let org = context::normalize_org(org);
         let templates = Templates::load(dir, &org)?;
         Ok(Explainer {
-            templates,
+            templates: arc_swap::ArcSwap::from_pointee(templates),
             org,
             store: store.clone(),
         })
+    }
+
+    /// Loads the templates of `dir` and swaps them in (a new policy bundle from the control
+    /// plane); on an error the previous templates stay.
+    ///
+    /// Errors: as [`Explainer::load`].
+    pub fn reload(&self, dir: &Path) -> Result<(), ExplainError> {
+        let templates = Templates::load(dir, &self.org)?;
+        self.templates.store(std::sync::Arc::new(templates));
+        Ok(())
     }
 
     /// Builds the explanation for `req`; pure and deterministic. `now` is the creation time
@@ -94,7 +104,10 @@ impl Explainer {
     ) -> Result<Explanation, ExplainError> {
         req.validate().map_err(ExplainError::Invalid)?;
         let ctx = TemplateContext::new(req, &self.org, now).map_err(ExplainError::Invalid)?;
-        let sections = self.templates.render(req.action_classification, &ctx)?;
+        let sections = self
+            .templates
+            .load()
+            .render(req.action_classification, &ctx)?;
         Ok(Explanation::assemble(req, &self.org, sections, now))
     }
 
@@ -138,7 +151,7 @@ impl Explainer {
 
     /// The template file used for `classification` (`<classification>.j2` or `default.j2`).
     pub fn template_name(&self, classification: Option<ActionClassification>) -> String {
-        self.templates.name_for(classification)
+        self.templates.load().name_for(classification)
     }
 
     fn tree(&self) -> crate::store::Tree {

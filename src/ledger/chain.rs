@@ -5,14 +5,19 @@
 //! [`LedgerEntry::compute_hash`]), so removing, reordering or editing an entry breaks the chain
 //! at that point. Appends take one lock and write under it, so entries reach sled in sequence
 //! order; nothing here flushes (the ingest path flushes before acknowledging).
+//!
+//! [`Ledger::appended`] is a watch of the last seq, updated under the append lock after every
+//! append that wrote something: the shipper (`link::shipper`) waits on it when caught up.
 
 use super::canon::{CanonHasher, ChainHead};
 use super::LedgerError;
 use crate::ids;
 use crate::store::{seq_key, Store, Tree, TreeName};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::sync::{Mutex, MutexGuard};
+use tokio::sync::watch;
 
 /// Domain tag of ledger entry hashes.
 const LEDGER_TAG: &str = "toolgate/ledger/v1";
@@ -55,6 +60,8 @@ impl LedgerEntry {
 pub struct Ledger {
     tree: Tree,
     head: Mutex<ChainHead>,
+    /// The last seq written; changes after every append that wrote at least one entry.
+    appended: watch::Sender<u64>,
 }
 
 impl Ledger {
@@ -72,6 +79,7 @@ impl Ledger {
         };
         Ok(Ledger {
             tree,
+            appended: watch::Sender::new(head.seq),
             head: Mutex::new(head),
         })
     }
@@ -88,13 +96,31 @@ impl Ledger {
     ) -> Result<u64, LedgerError> {
         let recorded_at = ids::rfc3339(ids::now());
         let mut head = self.lock();
+        let before = head.seq;
+        let written = self.write_entries(&mut head, tenant_id, &recorded_at, entries);
+        if head.seq != before {
+            // Under the lock, so watchers see the seqs in increasing order.
+            self.appended.send_replace(head.seq);
+        }
+        written?;
+        Ok(head.seq)
+    }
+
+    /// Writes `entries` after `head`, advancing it entry by entry.
+    fn write_entries(
+        &self,
+        head: &mut ChainHead,
+        tenant_id: &str,
+        recorded_at: &str,
+        entries: Vec<(String, Value)>,
+    ) -> Result<(), LedgerError> {
         for (kind, record) in entries {
             let mut entry = LedgerEntry {
                 seq: head.seq + 1,
                 tenant_id: tenant_id.to_string(),
                 kind,
                 record,
-                recorded_at: recorded_at.clone(),
+                recorded_at: recorded_at.to_string(),
                 prev_hash: head.hash.clone(),
                 hash: String::new(),
             };
@@ -103,7 +129,7 @@ impl Ledger {
             head.seq = entry.seq;
             head.hash = entry.hash;
         }
-        Ok(head.seq)
+        Ok(())
     }
 
     /// Appends one entry (the forward proxy's own events). Returns its seq. Not flushed.
@@ -111,6 +137,13 @@ impl Ledger {
     /// Errors: [`LedgerError::Store`].
     pub fn append(&self, tenant_id: &str, kind: &str, record: Value) -> Result<u64, LedgerError> {
         self.append_batch(tenant_id, vec![(kind.to_string(), record)])
+    }
+
+    /// A receiver of the last seq written, marked changed after every append that wrote at
+    /// least one entry (never for an empty batch). Subscribe before reading, then
+    /// `changed().await` to sleep until something new is appended.
+    pub fn appended(&self) -> watch::Receiver<u64> {
+        self.appended.subscribe()
     }
 
     /// Number of entries appended (= the last seq; sequences start at 1 and have no gaps).
@@ -128,6 +161,19 @@ impl Ledger {
     /// Errors: [`LedgerError::Store`] (including an entry that does not decode).
     pub fn read_from(&self, seq: u64, limit: usize) -> Result<Vec<LedgerEntry>, LedgerError> {
         let rows = self.tree.range_from::<LedgerEntry>(&seq_key(seq), limit)?;
+        Ok(rows.into_iter().map(|(_, e)| e).collect())
+    }
+
+    /// Like [`Ledger::read_from`], decoding each stored entry as `T` (a projection of
+    /// [`LedgerEntry`], e.g. with the record kept as raw JSON for the shipper).
+    ///
+    /// Errors: [`LedgerError::Store`] (including an entry that does not decode as `T`).
+    pub fn read_from_as<T: DeserializeOwned>(
+        &self,
+        seq: u64,
+        limit: usize,
+    ) -> Result<Vec<T>, LedgerError> {
+        let rows = self.tree.range_from::<T>(&seq_key(seq), limit)?;
         Ok(rows.into_iter().map(|(_, e)| e).collect())
     }
 
@@ -175,6 +221,25 @@ mod tests {
         }
         assert_eq!(ledger.read_from(3, 10).unwrap().len(), 1);
         assert_eq!(ledger.read_from(1, 2).unwrap().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn appends_notify_watchers_with_the_last_seq() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let ledger = Ledger::open(&store).unwrap();
+        let mut rx = ledger.appended();
+        assert_eq!(*rx.borrow_and_update(), 0);
+        ledger.append_batch("t", vec![]).unwrap();
+        assert!(!rx.has_changed().unwrap(), "an empty batch does not notify");
+        ledger.append("t", "K", json!({})).unwrap();
+        ledger
+            .append_batch("t", vec![("K".into(), json!({})), ("K".into(), json!({}))])
+            .unwrap();
+        rx.changed().await.unwrap();
+        assert_eq!(*rx.borrow_and_update(), 3);
+        let reopened = Ledger::open(&store).unwrap();
+        assert_eq!(*reopened.appended().borrow(), 3);
     }
 
     #[test]

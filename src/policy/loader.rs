@@ -58,6 +58,7 @@ pub(crate) fn load(dir: &Path) -> Result<PolicySnapshot, PolicyError> {
         controls,
         rules,
         proxy,
+        files: std::sync::Arc::new(files.into_iter().map(|f| (f.rel, f.bytes)).collect()),
     })
 }
 

@@ -80,6 +80,7 @@ pub struct PolicySnapshot {
     default_timeout: u64,
     agents: BTreeMap<String, AgentDefaults>,
     proxy: ProxyPolicy,
+    files: Arc<Vec<(String, Vec<u8>)>>,
 }
 
 impl PolicySnapshot {
@@ -112,6 +113,12 @@ impl PolicySnapshot {
         self.default_timeout
     }
 
+    /// Every file of this pack that its digest covers, as (relative path, bytes), sorted: the
+    /// policy bundle a control plane serves to its sidecars (who rebuild the same digest).
+    pub fn files(&self) -> &[(String, Vec<u8>)] {
+        &self.files
+    }
+
     /// `[agents.<agent_id>]`: the defaults the forward proxy fills in for this agent's calls,
     /// or None when the pack does not name the agent.
     pub fn agent_defaults(&self, agent_id: &str) -> Option<&AgentDefaults> {
@@ -142,6 +149,11 @@ impl PolicyHandle {
     /// The snapshot to decide with.
     pub fn current(&self) -> Arc<PolicySnapshot> {
         self.current.load_full()
+    }
+
+    /// Swaps in a snapshot loaded elsewhere (a policy bundle from the control plane).
+    pub fn replace(&self, snapshot: PolicySnapshot) {
+        self.current.store(Arc::new(snapshot));
     }
 
     /// Loads `dir`; on success swaps it in and returns its version, on failure keeps the

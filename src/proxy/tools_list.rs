@@ -56,6 +56,13 @@ fn allowed(
     target: &Target,
     name: &str,
 ) -> bool {
+    if !proxy
+        .core
+        .policy_ready
+        .load(std::sync::atomic::Ordering::Acquire)
+    {
+        return false;
+    }
     let snapshot = proxy.core.policy.current();
     let tool_name = match snapshot.proxy().mcp_alias(&target.host, target.port) {
         Some(alias) => format!("{alias}.{name}"),

@@ -221,4 +221,5 @@ pub async fn assert_detail(resp: Response, status: StatusCode, needle: &str) -> 
     );
     v
 }
+pub mod procs;
 pub mod proxy;
