@@ -1,0 +1,357 @@
+#!/usr/bin/env bash
+# Forward-proxy load test: the same tool calls made directly, through toolgate's proxy (policy
+# on: every request is classified, decided and receipted), and through squid and tinyproxy
+# (Debian's packages) as plain forward proxies, in one run (this machine is shared and noisy:
+# compare ratios within a run, not absolute numbers). BENCHMARKS.md, "Forward proxy".
+#
+#   bash bench/proxy.sh [duration_seconds=8] [connections=32]
+#
+# Cases, each against examples/echo_upstream (POST /tool → small JSON):
+#   plain HTTP  — wrk at $connections (absolute-form requests to the proxies, bench/proxy.lua)
+#                 and examples/proxy_load at 1 connection (median latency); the same as GET
+#                 for direct, squid and toolgate (squid opens a new upstream connection for
+#                 every POST: it reuses idle upstream connections only for idempotent requests);
+#   HTTPS       — examples/proxy_load at $connections and at 1: direct TLS; squid and tinyproxy
+#                 as CONNECT tunnels (TLS end to end, nothing inspected); toolgate intercepting
+#                 (TLS terminated with a leaf of its CA, request decided, new TLS upstream);
+#   memory      — a fresh toolgate holds HOLD_N requests (a step_up rule) over plain HTTP, then
+#                 another fresh one HOLD_N intercepted HTTPS requests; (RSS after − before) / N.
+# toolgate also runs the HTTPS cases as a pass-through CONNECT tunnel (the bench pack tunnels
+# `localhost` untouched and intercepts `127.0.0.1`), the like-for-like comparison with squid.
+#
+# Environment:
+#   TOOLGATE_BIN=path   another toolgate binary (then only the two examples are built here)
+#   HOLD_N=500          held connections in the memory test (0 skips it)
+#   HOLD_RATE=50        held requests started per second (0: all at once; concurrent hold
+#                       creation can wedge sled's flush_async, see BENCHMARKS.md)
+#   KEEP_WORK=1         keep the temp dir (logs, configs) and print its path
+# Needs wrk, squid and tinyproxy (installed from Debian's packages when missing), python3, curl.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dur="${1:-8}"; conns="${2:-32}"; hold_n="${HOLD_N:-500}"; hold_rate="${HOLD_RATE:-50}"
+
+missing=()
+command -v wrk >/dev/null || missing+=(wrk)
+command -v squid >/dev/null || [ -x /usr/sbin/squid ] || missing+=(squid)
+command -v tinyproxy >/dev/null || [ -x /usr/bin/tinyproxy ] || missing+=(tinyproxy)
+if [ ${#missing[@]} -gt 0 ]; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+export PATH="$PATH:/usr/sbin"
+if [ -n "${TOOLGATE_BIN:-}" ]; then
+  cargo build --release --quiet --example echo_upstream --example proxy_load
+else
+  cargo build --release --quiet --bin toolgate --example echo_upstream --example proxy_load
+fi
+bin="${TOOLGATE_BIN:-./target/release/toolgate}"
+ex=./target/release/examples
+
+echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(git status --porcelain -- src 2>/dev/null | wc -l) uncommitted paths under src/; toolgate binary $bin; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+work=$(mktemp -d)
+chmod 755 "$work"   # squid, started as root, runs as its own user and must reach its files
+pids=()
+cleanup() {
+  local p
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  sleep 0.3
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  if [ "${KEEP_WORK:-}" = 1 ]; then echo "work dir kept: $work"; else rm -rf "$work"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+free_port() { python3 -c "import socket; s=socket.socket(); s.bind(('127.0.0.1',0)); print(s.getsockname()[1])"; }
+json_field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
+rss_kib() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
+wait_for() {  # wait_for SECONDS CMD...: until CMD succeeds
+  local tries=$(( $1 * 10 )); shift
+  for _ in $(seq 1 "$tries"); do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done
+  echo "timed out waiting for: $*" >&2; return 1
+}
+results="$work/results.txt"; : >"$results"
+
+# ---- upstreams: plain and TLS (a throwaway CA made here)
+"$ex/echo_upstream" --gen-ca "$work/upstream-ca"
+start_upstream() {  # start_upstream NAME [ARGS...]: sets up_addr
+  local name=$1; shift
+  "$ex/echo_upstream" "$@" >"$work/$name.out" 2>&1 &
+  pids+=($!)
+  wait_for 10 grep -q listening "$work/$name.out"
+  up_addr=$(awk '/listening/ {print $2}' "$work/$name.out")
+}
+start_upstream up-plain; up_plain=$up_addr
+start_upstream up-tls --cert "$work/upstream-ca/cert.pem" --key "$work/upstream-ca/key.pem"; up_tls=$up_addr
+upstream_ca="$work/upstream-ca/ca.pem"
+echo "upstreams: http://$up_plain https://$up_tls"
+
+# ---- the bench pack: the default pack + an agent whose calls are in scope + two REST routes
+cp -r policy "$work/pack"
+cat >>"$work/pack/pack.toml" <<'EOF'
+
+# bench/proxy.sh: the load's agent; everything is in scope, so calls are decided ALLOW.
+[agents.bench-agent]
+approved_scope = ["*"]
+enforcement_mode = "block"
+EOF
+# CONNECT to localhost is tunnelled untouched (the like-for-like row against squid's tunnel);
+# 127.0.0.1 is intercepted (the default pack intercepts every host).
+python3 - "$work/pack/pack.toml" <<'PY'
+import re, sys
+path = sys.argv[1]
+text = open(path).read()
+if re.search(r"(?m)^\[proxy\]\s*$", text):
+    if re.search(r"(?m)^pass_through\s*=.*$", text):
+        text = re.sub(r"(?m)^pass_through\s*=.*$", 'pass_through = ["localhost"]', text, count=1)
+    else:
+        text = re.sub(r"(?m)^\[proxy\]\s*$", '[proxy]\npass_through = ["localhost"]', text, count=1)
+else:
+    text += '\n[proxy]\npass_through = ["localhost"]\n'
+open(path, "w").write(text)
+PY
+mkdir -p "$work/pack/routes"
+cat >"$work/pack/routes/bench.toml" <<'EOF'
+[[route]]
+id = "bench"
+host = "127.0.0.1"
+method = "POST"
+path = "/tool"
+tool = "bench.echo"
+
+[[route]]
+id = "bench-hold"
+host = "127.0.0.1"
+method = "POST"
+path = "/hold"
+tool = "bench.hold"
+EOF
+cat >"$work/pack/rules/bench.toml" <<'EOF'
+[[rule]]
+id = "bench-hold"
+description = "bench/proxy.sh memory test: held for approval"
+when = 'tool_name == "bench.hold"'
+effect = "step_up"
+step_up_timeout_seconds = 3600
+EOF
+
+# ---- toolgate
+start_toolgate() {  # start_toolgate NAME: sets tg_pid tg_admin tg_proxy tg_ca tg_auth tg_cred
+  local d="$work/$1"; mkdir -p "$d"
+  TOOLGATE_ADMIN_TOKEN=bench-admin TOOLGATE_LOG=warn \
+  TOOLGATE_RATE_LIMIT_PER_SECOND=1000000000 TOOLGATE_RATE_LIMIT_BURST=1000000000 \
+  TOOLGATE_MAX_HELD_REQUESTS=$(( hold_n + 1024 )) TOOLGATE_MAX_PENDING_HOLDS=$(( hold_n + 10000 )) \
+  "$bin" up --policy "$work/pack" --data-dir "$d/data" --ca-dir "$d/certs" --upstream-ca "$upstream_ca" \
+    --admin-listen 127.0.0.1:0 --proxy-listen 127.0.0.1:0 --control-plane-listen 127.0.0.1:0 \
+    --ready-file "$d/ready.json" 2>"$d/toolgate.log" &
+  tg_pid=$!; pids+=("$tg_pid")
+  wait_for 30 test -s "$d/ready.json" || { cat "$d/toolgate.log" >&2; exit 1; }
+  tg_admin=$(json_field "$d/ready.json" admin_url)
+  tg_proxy=$(json_field "$d/ready.json" proxy_url)
+  local cp; cp=$(json_field "$d/ready.json" control_plane_url)
+  tg_ca="$d/certs/ca.pem"
+  local key
+  key=$(curl -sf -X POST "$cp/bench/service/api-keys" -H 'Authorization: Bearer bench-admin' \
+    -H 'Content-Type: application/json' -d '{"scope_level":"organization","permissions":["execute"]}' |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])')
+  tg_cred="bench-agent:$key"
+  tg_auth="Basic $(printf %s "$tg_cred" | base64 -w0)"
+}
+stop_toolgate() { kill -TERM "$tg_pid" 2>/dev/null || true; wait "$tg_pid" 2>/dev/null || true; }
+start_toolgate tg
+echo "toolgate: proxy $tg_proxy, idle RSS $(rss_kib "$tg_pid") KiB"
+
+# ---- squid (one worker, the Debian default) and tinyproxy, plain forward proxies
+squid_port=$(free_port)
+mkdir -p "$work/squid"; chmod 777 "$work/squid"
+cat >"$work/squid/squid.conf" <<EOF
+http_port 127.0.0.1:$squid_port
+acl local src 127.0.0.0/8
+http_access allow local
+http_access deny all
+cache deny all
+cache_mem 0 MB
+access_log none
+cache_store_log none
+cache_log /dev/null
+pid_filename $work/squid/squid.pid
+coredump_dir $work/squid
+netdb_filename none
+pinger_enable off
+forwarded_for delete
+shutdown_lifetime 0 seconds
+max_filedescriptors 8192
+EOF
+squid -N -f "$work/squid/squid.conf" >"$work/squid/out" 2>&1 &
+pids+=($!)
+tiny_port=$(free_port)
+cat >"$work/tinyproxy.conf" <<EOF
+Port $tiny_port
+Listen 127.0.0.1
+Timeout 600
+MaxClients 512
+Allow 127.0.0.1
+LogLevel Critical
+LogFile "$work/tinyproxy.log"
+PidFile "$work/tinyproxy.pid"
+DisableViaHeader Yes
+XTinyproxy No
+EOF
+tinyproxy -d -c "$work/tinyproxy.conf" >"$work/tinyproxy.out" 2>&1 &
+pids+=($!)
+squid_url="http://127.0.0.1:$squid_port"; tiny_url="http://127.0.0.1:$tiny_port"
+
+# ---- sanity: every path answers the echo (and toolgate decides: its ALLOW forwards)
+probe() { curl -sf -X POST -H 'Content-Type: application/json' -d '{"customer_id":"C-1042"}' "$@" | grep -q bench.echo; }
+wait_for 20 probe -x "$squid_url" "http://$up_plain/tool" || { cat "$work/squid/out" >&2; exit 1; }
+wait_for 20 probe -x "$tiny_url" "http://$up_plain/tool" || { cat "$work/tinyproxy.out" >&2; exit 1; }
+for px in "$squid_url" "$tiny_url"; do probe -x "$px" --cacert "$upstream_ca" "https://$up_tls/tool"; done
+probe -x "$tg_proxy" --proxy-user "$tg_cred" "http://$up_plain/tool" || { echo "toolgate plain HTTP probe failed" >&2; cat "$work/tg/toolgate.log" >&2; exit 1; }
+curl -sf -x "$tg_proxy" --proxy-user "$tg_cred" "http://$up_plain/tool" | grep -q bench.echo || { echo "toolgate GET probe failed" >&2; exit 1; }
+probe -x "$tg_proxy" --proxy-user "$tg_cred" --cacert "$tg_ca" "https://$up_tls/tool" || { echo "toolgate HTTPS probe failed" >&2; cat "$work/tg/toolgate.log" >&2; exit 1; }
+echo "squid $squid_url, tinyproxy $tiny_url: all paths answer"
+
+# ---- runners; each appends "case proto conns rps p50_us p99_us errors" to $results
+to_us() { awk '{v=$1; u=v; sub(/[0-9.]+/,"",u); sub(/[a-z]+$/,"",v); m=(u=="us")?1:(u=="ms")?1000:(u=="s")?1000000:1; printf "%.0f", v*m}' <<<"$1"; }
+wrk_case() {  # wrk_case NAME PROTO URL [env...]
+  local name=$1 proto=$2 url=$3; shift 3
+  local out
+  out=$(env UPSTREAM="$up_plain" "$@" wrk -t2 -c"$conns" -d"${dur}s" --latency -s bench/proxy.lua "$url")
+  echo "$out" | sed 's/^/  /' | grep -E 'Latency|Req/Sec|50%|90%|99%|requests in|Requests/sec|Non-2xx|Socket errors'
+  local rps p50 p99 errs
+  rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
+  p50=$(to_us "$(awk '$1=="50%" {print $2}' <<<"$out")")
+  p99=$(to_us "$(awk '$1=="99%" {print $2}' <<<"$out")")
+  errs=$(awk '/Non-2xx/ {print $4}' <<<"$out"); errs=${errs:-0}
+  echo "$name $proto $conns $rps $p50 $p99 $errs" >>"$results"
+}
+pl_case() {  # pl_case NAME PROTO CONNS proxy_load-args...
+  local name=$1 proto=$2 c=$3; shift 3
+  local out
+  out=$("$ex/proxy_load" -c "$c" -d "$dur" --label "$name" "$@")
+  echo "  $out"
+  python3 - "$out" "$name" "$proto" "$c" >>"$results" <<'PY'
+import sys
+kv = dict(p.split("=", 1) for p in sys.argv[1].split()[1:])
+print(sys.argv[2], sys.argv[3], sys.argv[4], kv["rps"], kv["p50_us"], kv["p99_us"], kv["errors"])
+PY
+}
+tg_plain=(--proxy "$tg_proxy" --proxy-auth "$tg_cred")
+
+echo "== warm-up (toolgate, 2 s each)"
+env UPSTREAM="$up_plain" PROXY_AUTH="$tg_auth" wrk -t2 -c"$conns" -d2s -s bench/proxy.lua "$tg_proxy" >/dev/null
+"$ex/proxy_load" --url "https://$up_tls/tool" "${tg_plain[@]}" --ca "$tg_ca" -c "$conns" -d 2 --warmup 0 >/dev/null
+
+echo "== plain HTTP, $conns connections, ${dur}s (wrk)"
+echo "-- direct";    wrk_case direct http "http://$up_plain" DIRECT=1
+echo "-- squid";     wrk_case squid http "$squid_url"
+echo "-- tinyproxy"; wrk_case tinyproxy http "$tiny_url"
+echo "-- toolgate";  wrk_case toolgate http "$tg_proxy" PROXY_AUTH="$tg_auth"
+
+echo "== plain HTTP, 1 connection, ${dur}s (proxy_load)"
+pl_case direct http 1 --url "http://$up_plain/tool" --direct
+pl_case squid http 1 --url "http://$up_plain/tool" --proxy "$squid_url"
+pl_case tinyproxy http 1 --url "http://$up_plain/tool" --proxy "$tiny_url"
+pl_case toolgate http 1 --url "http://$up_plain/tool" "${tg_plain[@]}"
+
+echo "== plain HTTP GET, $conns connections (wrk) and 1 (proxy_load), ${dur}s"
+echo "-- direct";    wrk_case direct http-get "http://$up_plain" DIRECT=1 METHOD=GET
+echo "-- squid";     wrk_case squid http-get "$squid_url" METHOD=GET
+echo "-- toolgate";  wrk_case toolgate http-get "$tg_proxy" PROXY_AUTH="$tg_auth" METHOD=GET
+pl_case direct http-get 1 --url "http://$up_plain/tool" --direct --method GET
+pl_case squid http-get 1 --url "http://$up_plain/tool" --proxy "$squid_url" --method GET
+pl_case toolgate http-get 1 --url "http://$up_plain/tool" "${tg_plain[@]}" --method GET
+
+echo "== HTTPS, $conns connections, ${dur}s (proxy_load; squid/tinyproxy tunnel, toolgate intercepts)"
+pl_case direct https "$conns" --url "https://$up_tls/tool" --direct --ca "$upstream_ca"
+pl_case squid https "$conns" --url "https://$up_tls/tool" --proxy "$squid_url" --ca "$upstream_ca"
+pl_case tinyproxy https "$conns" --url "https://$up_tls/tool" --proxy "$tiny_url" --ca "$upstream_ca"
+pl_case toolgate https "$conns" --url "https://$up_tls/tool" "${tg_plain[@]}" --ca "$tg_ca"
+pl_case toolgate-tunnel https "$conns" --url "https://localhost:${up_tls##*:}/tool" "${tg_plain[@]}" --ca "$upstream_ca"
+
+echo "== HTTPS, 1 connection, ${dur}s (proxy_load)"
+pl_case direct https 1 --url "https://$up_tls/tool" --direct --ca "$upstream_ca"
+pl_case squid https 1 --url "https://$up_tls/tool" --proxy "$squid_url" --ca "$upstream_ca"
+pl_case tinyproxy https 1 --url "https://$up_tls/tool" --proxy "$tiny_url" --ca "$upstream_ca"
+pl_case toolgate https 1 --url "https://$up_tls/tool" "${tg_plain[@]}" --ca "$tg_ca"
+pl_case toolgate-tunnel https 1 --url "https://localhost:${up_tls##*:}/tool" "${tg_plain[@]}" --ca "$upstream_ca"
+
+echo "toolgate RSS after the loads: $(rss_kib "$tg_pid") KiB"
+stop_toolgate
+
+# ---- memory per held connection: a fresh toolgate per protocol
+pending() { curl -sf "$tg_admin/v1/health" | python3 -c 'import json,sys; print(json.load(sys.stdin)["pending_holds"])'; }
+hold_case() {  # hold_case PROTO URL proxy_load-args...
+  local proto=$1 url=$2; shift 2
+  start_toolgate "hold-$proto"
+  # Touch the paths a held request takes (connection, TLS leaf, decide, upstream) with a few
+  # requests on one connection: more load first would leave freed memory that the holds reuse.
+  "$ex/proxy_load" --url "$url/tool" --proxy "$tg_proxy" --proxy-auth "$tg_cred" "$@" -c 1 -d 0.2 --warmup 0 >/dev/null
+  sleep 1
+  local before; before=$(rss_kib "$tg_pid")
+  "$ex/proxy_load" --url "$url/hold" --proxy "$tg_proxy" --proxy-auth "$tg_cred" "$@" --hold "$hold_n" --hold-rate "$hold_rate" --hold-secs 600 \
+    >"$work/hold-$proto.out" 2>&1 &
+  local client=$!; pids+=("$client")
+  local n=0 deadline=$(( SECONDS + 30 + (hold_rate > 0 ? hold_n / hold_rate : 0) ))
+  while [ "$SECONDS" -lt "$deadline" ]; do n=$(pending || echo 0); [ "$n" -ge "$hold_n" ] && break; sleep 0.2; done
+  [ "$n" -ge "$hold_n" ] || echo "  WARNING: only $n of $hold_n requests became pending holds"
+  sleep 1
+  local after; after=$(rss_kib "$tg_pid")
+  local fds; fds=$(ls "/proc/$tg_pid/fd" | wc -l)
+  echo "  $proto: pending holds $n, RSS $before → $after KiB, open fds $fds; client: $(head -1 "$work/hold-$proto.out")"
+  echo "hold-$proto $proto $n $before $after" >>"$results"
+  kill "$client" 2>/dev/null || true; wait "$client" 2>/dev/null || true
+  stop_toolgate
+}
+if [ "$hold_n" -gt 0 ]; then
+  echo "== memory: $hold_n held requests, each on its own connection"
+  hold_case http "http://$up_plain"
+  hold_case https "https://$up_tls" --ca "$work/hold-https/certs/ca.pem"
+fi
+
+echo "== summary"
+python3 - "$results" "$conns" <<'PY'
+import sys
+rows, holds = {}, {}
+for line in open(sys.argv[1]):
+    f = line.split()
+    if f[0].startswith("hold-"):
+        holds[f[1]] = (int(f[2]), int(f[3]), int(f[4]))
+        continue
+    name, proto, c, rps, p50, p99, errs = f
+    rows[(name, proto, int(c))] = (float(rps), int(p50), int(p99), int(errs))
+conns = int(sys.argv[2])
+names = ["direct", "squid", "tinyproxy", "toolgate", "toolgate-tunnel"]
+note = {"http": {"squid": "forward proxy", "tinyproxy": "forward proxy", "toolgate": "policy on"},
+        "http-get": {"squid": "forward proxy, pooled upstream", "toolgate": "policy on"},
+        "https": {"squid": "CONNECT tunnel", "tinyproxy": "CONNECT tunnel", "toolgate": "intercepted, policy on",
+                  "toolgate-tunnel": "CONNECT tunnel, pass_through"}}
+print(f"| proto | path | req/s @{conns} | p50 @{conns} | p99 @{conns} | p50 @1 | added p50 @1 | errors |")
+print("|---|---|---|---|---|---|---|---|")
+for proto in ["http", "http-get", "https"]:
+    d1 = rows.get(("direct", proto, 1))
+    for n in names:
+        big, one = rows.get((n, proto, conns)), rows.get((n, proto, 1))
+        if not big or not one:
+            continue
+        added = "—" if n == "direct" else f"{one[1] - d1[1]:+d} µs"
+        label = n + (f" ({note[proto][n]})" if n in note[proto] else "")
+        print(f"| {proto} | {label} | {big[0]:,.0f} | {big[1]} µs | {big[2]} µs | {one[1]} µs | {added} | {big[3] + one[3]} |")
+print()
+ok = lambda b: "met" if b else "NOT met"
+for proto, lim in [("http", 100), ("http-get", 100), ("https", 200)]:
+    tg, sq = rows.get(("toolgate", proto, conns)), rows.get(("squid", proto, conns))
+    tg1, d1 = rows.get(("toolgate", proto, 1)), rows.get(("direct", proto, 1))
+    if tg and sq:
+        r = tg[0] / sq[0]
+        print(f"{proto}: toolgate/squid throughput {r:.2f}x (target >= 2x: {ok(r >= 2)})")
+    if tg1 and d1:
+        a = tg1[1] - d1[1]
+        print(f"{proto}: toolgate added median latency at 1 connection {a} µs (target <= {lim} µs: {ok(a <= lim)})")
+tt, sq = rows.get(("toolgate-tunnel", "https", conns)), rows.get(("squid", "https", conns))
+tt1, d1 = rows.get(("toolgate-tunnel", "https", 1)), rows.get(("direct", "https", 1))
+if tt and sq and tt1 and d1:
+    print(f"https tunnel (no interception): toolgate/squid throughput {tt[0] / sq[0]:.2f}x, toolgate added median latency at 1 connection {tt1[1] - d1[1]} µs")
+for proto, (n, before, after) in holds.items():
+    per = (after - before) / n if n else float("nan")
+    print(f"memory ({proto}): {n} held, RSS {before} -> {after} KiB, {per:.1f} KiB per held connection (target <= 64 KiB: {ok(per <= 64)})")
+PY
