@@ -115,6 +115,7 @@ impl TreeName {
 pub struct Store {
     db: sled::Db,
     trees: Vec<sled::Tree>,
+    flushing: std::sync::Arc<tokio::sync::Mutex<()>>,
 }
 
 /// A typed handle on one tree.
@@ -145,7 +146,11 @@ impl Store {
             .map(|t| db.open_tree(t.as_str()))
             .collect::<Result<Vec<_>, _>>()
             .map_err(open_err)?;
-        Ok(Store { db, trees })
+        Ok(Store {
+            db,
+            trees,
+            flushing: Default::default(),
+        })
     }
 
     /// A typed handle on a named tree.
@@ -158,8 +163,17 @@ impl Store {
     }
 
     /// Writes everything buffered to disk (fsync). Call before acknowledging durable writes.
+    ///
+    /// Not sled's `flush_async`: several of those awaited at once can deadlock in sled 0.34
+    /// (spacejam/sled#1308; found by the held-connection benchmark, BENCHMARKS.md). The
+    /// blocking `flush` runs on the blocking pool, one at a time; a caller that waited for the
+    /// lock still flushes, so its own writes are covered.
     pub async fn flush(&self) -> Result<(), StoreError> {
-        self.db.flush_async().await?;
+        let _one_at_a_time = self.flushing.lock().await;
+        let db = self.db.clone();
+        tokio::task::spawn_blocking(move || db.flush())
+            .await
+            .map_err(|e| StoreError::Io(sled::Error::Unsupported(format!("flush task: {e}"))))??;
         Ok(())
     }
 
@@ -319,6 +333,33 @@ pub(crate) fn reopen_for_tests(dir: &Path) -> Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// 500 writers that each flush before answering, all at once (what 500 concurrent STEP_UPs
+    /// do): with sled's `flush_async` some of them never returned. The timeout only turns a
+    /// hang into a failure; it does not measure anything.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn many_concurrent_flushes_all_complete() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let tree = store.tree(TreeName::Holds);
+        let mut tasks = tokio::task::JoinSet::new();
+        for i in 0..500u32 {
+            let (store, tree) = (store.clone(), tree.clone());
+            tasks.spawn(async move {
+                tree.put(&i.to_be_bytes(), &i).unwrap();
+                store.flush().await.unwrap();
+            });
+        }
+        let all = async {
+            while let Some(r) = tasks.join_next().await {
+                r.unwrap();
+            }
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(60), all)
+            .await
+            .expect("every flush returns");
+        assert_eq!(tree.len(), 500);
+    }
 
     #[tokio::test]
     async fn values_survive_reopen_after_flush() {
