@@ -27,6 +27,7 @@
 
 use crate::control_plane::sync::events::ShipmentAck;
 use crate::ids;
+use crate::ledger::Ledger;
 use crate::link::{CpClient, LinkError};
 use crate::state::AppState;
 use crate::store::{Store, StoreError, TreeName};
@@ -47,7 +48,7 @@ pub const SHIP_PATH: &str = "/sync/events";
 /// A shipment stops growing past this many bytes of entry JSON (it always holds one entry).
 pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
 /// Shipments on their way at once (the next one is read and sent while one is answered).
-pub const IN_FLIGHT: usize = 2;
+pub const IN_FLIGHT: usize = 3;
 /// First retry delay bound.
 const BACKOFF_BASE: Duration = Duration::from_millis(500);
 /// Largest retry delay (and the wait after a non-retryable answer).
@@ -376,16 +377,28 @@ impl Shipper {
     async fn read(&self, from: u64, limit: usize) -> Result<Batch, String> {
         let core = self.core.clone();
         let tenant = self.client.tenant().to_string();
-        tokio::task::spawn_blocking(move || read_batch(&core, &tenant, from, limit))
-            .await
-            .map_err(|e| e.to_string())?
+        tokio::task::spawn_blocking(move || {
+            read_batch(&core.store, &core.ledger, &tenant, from, limit)
+        })
+        .await
+        .map_err(|e| e.to_string())?
     }
 }
 
 /// Reads entries from `from` until `limit` entries, [`MAX_BODY_BYTES`] of JSON or the end.
-fn read_batch(core: &AppState, tenant: &str, from: u64, limit: usize) -> Result<Batch, String> {
-    let rows: Vec<RawEntry> = core
-        .ledger
+///
+/// Flushes first (free when nothing is pending), so only entries durable here are shipped:
+/// the proxy's events are appended without a flush, and one lost in a crash here must not
+/// already be at the control plane while its seq is reused.
+fn read_batch(
+    store: &Store,
+    ledger: &Ledger,
+    tenant: &str,
+    from: u64,
+    limit: usize,
+) -> Result<Batch, String> {
+    store.flush_blocking().map_err(|e| e.to_string())?;
+    let rows: Vec<RawEntry> = ledger
         .read_from_as(from, limit)
         .map_err(|e| e.to_string())?;
     let mut batch = Batch::default();
@@ -442,6 +455,30 @@ mod tests {
         for f in 1..20 {
             assert!(full_jitter(f) <= backoff_cap(f));
         }
+    }
+
+    #[test]
+    fn batches_pass_over_other_tenants_and_keep_records_as_stored() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let ledger = Ledger::open(&store).unwrap();
+        for tenant in ["t1", "t2", "t1", "t1"] {
+            let record = json!({"tenant_id": tenant, "b": [1, 2], "a": "x"});
+            ledger.append(tenant, "K", record).unwrap();
+        }
+        let b = read_batch(&store, &ledger, "t1", 1, 3).unwrap();
+        assert_eq!((b.last_seq, b.skipped), (3, 1));
+        let seqs: Vec<u64> = b.entries.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, vec![1, 3]);
+        let stored = ledger.read_from(1, 1).unwrap().remove(0);
+        let sent: Value = serde_json::to_value(&b.entries[0]).unwrap();
+        assert_eq!(sent["record"], stored.record);
+        assert_eq!(sent["hash"], stored.hash.as_str());
+        assert!(sent.get("prev_hash").is_none());
+        let rest = read_batch(&store, &ledger, "t1", 4, 10).unwrap();
+        assert_eq!((rest.last_seq, rest.skipped, rest.entries.len()), (4, 0, 1));
+        let none = read_batch(&store, &ledger, "t1", 5, 10).unwrap();
+        assert_eq!((none.last_seq, none.entries.len()), (0, 0));
     }
 
     #[tokio::test]
