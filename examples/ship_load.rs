@@ -3,20 +3,20 @@
 //!
 //! 1. Fill: a child process (this binary, `--fill DIR`) opens `DIR/data` and appends N events
 //!    to the ledger in batches of 1,000 (the normalized events POST /v1/events/batch stores,
-//!    about 0.8 KB per ledger entry), then flushes. A child, so the database lock is released
+//!    about 0.9 KB per ledger entry), then flushes. A child, so the database lock is released
 //!    by the OS before the sidecar opens the same dir.
 //! 2. Starts `toolgate control-plane` (every listener on 127.0.0.1:0) and creates an
 //!    organization key with read and write through the admin bearer.
 //! 3. Starts `toolgate serve --control-plane URL --tenant bench --endpoint-id bench-ep` on the
 //!    filled dir and times from the spawn until the control plane reports all N entries stored
-//!    (`GET /bench/service/sync/events?endpoint_id=bench-ep`, polled every 20 ms; an `accepted`
-//!    count is only there after the control plane's flush). The sidecar's /v1/health must then
-//!    show `shipping.backlog == 0`.
+//!    (`GET /bench/service/sync/events?endpoint_id=bench-ep`, polled every 20 ms) and the
+//!    sidecar's /v1/health shows `shipping.backlog == 0` (its cursor only moves on answers,
+//!    which the control plane sends after its flush).
 //!
 //! Output, one line on stdout (cpu = user+system seconds of each process over the drain):
 //!
 //! ```text
-//! result events=500000 secs=7.10 events_per_s=70400 batch=2000 sidecar_cpu_s=4.1 cp_cpu_s=6.3
+//! result events=500000 secs=10.60 events_per_s=47160 batch=2000 sidecar_cpu_s=3.2 cp_cpu_s=15.7
 //! ```
 
 use serde_json::{json, Value};
@@ -252,8 +252,11 @@ async fn run(args: Args) -> Result<(), Error> {
     let t0 = Instant::now();
     let sc = Proc::start(&args, "serve", &sc_dir, &link, &env)?;
     let stats_url = format!("{cp_url}/{TENANT}/service/sync/events?endpoint_id={ENDPOINT}");
+    let health_url = format!("{}/v1/health", sc.url("admin_url"));
     let deadline = t0 + Duration::from_secs(600);
     loop {
+        // Done when the control plane counts all N and the sidecar's backlog is empty: the
+        // sidecar only moves its cursor on answers, which come after the control plane's flush.
         let stats: Value = http
             .get(&stats_url)
             .bearer_auth(ADMIN)
@@ -261,28 +264,18 @@ async fn run(args: Args) -> Result<(), Error> {
             .await?
             .json()
             .await?;
-        if stats["accepted"].as_u64() == Some(args.events) {
+        let health: Value = http.get(&health_url).send().await?.json().await?;
+        let shipping = &health["shipping"];
+        if stats["accepted"].as_u64() == Some(args.events) && shipping["backlog"] == 0 {
             break;
         }
         if Instant::now() > deadline {
-            return Err(format!("not drained in time: {stats}").into());
+            return Err(format!("not drained in time: {stats} {shipping}").into());
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let secs = t0.elapsed().as_secs_f64();
     let (sc_cpu, cp_cpu) = (sc.cpu_seconds(), cp.cpu_seconds() - cp_cpu0);
-    let health_url = format!("{}/v1/health", sc.url("admin_url"));
-    loop {
-        // The sidecar moves its cursor once the answer is in: shortly after the count above.
-        let health: Value = http.get(&health_url).send().await?.json().await?;
-        if health["shipping"]["backlog"] == 0 {
-            break;
-        }
-        if Instant::now() > deadline {
-            return Err(format!("sidecar backlog not empty: {}", health["shipping"]).into());
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
     println!(
         "result events={} secs={secs:.2} events_per_s={:.0} batch={} sidecar_cpu_s={sc_cpu:.1} cp_cpu_s={cp_cpu:.1}",
         args.events,
