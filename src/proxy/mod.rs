@@ -79,10 +79,8 @@ impl Proxy {
     /// Loads (or creates at first start) the local CA and builds the upstream client.
     fn new(core: AppState) -> Result<Proxy, ProxyError> {
         let cfg = &core.config;
-        let (ca, created) = LocalCa::load_or_init(&cfg.ca_dir)?;
-        if created {
-            tracing::info!(ca = %ca.cert_path().display(), "created the proxy's local CA; agents must trust this certificate");
-        }
+        // LocalCa logs the path of a CA it creates (agents must trust it).
+        let (ca, _created) = LocalCa::load_or_init(&cfg.ca_dir)?;
         let upstream = upstream::Upstream::new(
             cfg.upstream_ca.as_deref(),
             Duration::from_secs(cfg.proxy_request_timeout_seconds),
