@@ -56,6 +56,17 @@ impl LedgerEntry {
     }
 }
 
+/// An entry to append: its tenant, kind (`event_type` or proxy event kind) and record.
+#[derive(Debug, Clone)]
+pub struct NewEntry {
+    /// Tenant the record belongs to.
+    pub tenant_id: String,
+    /// Record kind.
+    pub kind: String,
+    /// The record.
+    pub record: Value,
+}
+
 /// The event ledger. One per process (the chain head lives in memory); cheap to share by `Arc`.
 pub struct Ledger {
     tree: Tree,
@@ -94,10 +105,24 @@ impl Ledger {
         tenant_id: &str,
         entries: Vec<(String, Value)>,
     ) -> Result<u64, LedgerError> {
+        let entries = entries.into_iter().map(|(kind, record)| NewEntry {
+            tenant_id: tenant_id.to_string(),
+            kind,
+            record,
+        });
+        self.append_entries(entries.collect())
+    }
+
+    /// Appends `entries`, each with its own tenant, under one lock, in order (the forward
+    /// proxy's recorder drains the events of many calls into one call). Returns the seq of the
+    /// last entry written (the current length for an empty list). Not flushed.
+    ///
+    /// Errors: [`LedgerError::Store`]; entries written before the failure stay in the chain.
+    pub fn append_entries(&self, entries: Vec<NewEntry>) -> Result<u64, LedgerError> {
         let recorded_at = ids::rfc3339(ids::now());
         let mut head = self.lock();
         let before = head.seq;
-        let written = self.write_entries(&mut head, tenant_id, &recorded_at, entries);
+        let written = self.write_entries(&mut head, &recorded_at, entries);
         if head.seq != before {
             // Under the lock, so watchers see the seqs in increasing order.
             self.appended.send_replace(head.seq);
@@ -110,14 +135,18 @@ impl Ledger {
     fn write_entries(
         &self,
         head: &mut ChainHead,
-        tenant_id: &str,
         recorded_at: &str,
-        entries: Vec<(String, Value)>,
+        entries: Vec<NewEntry>,
     ) -> Result<(), LedgerError> {
-        for (kind, record) in entries {
+        for NewEntry {
+            tenant_id,
+            kind,
+            record,
+        } in entries
+        {
             let mut entry = LedgerEntry {
                 seq: head.seq + 1,
-                tenant_id: tenant_id.to_string(),
+                tenant_id,
                 kind,
                 record,
                 recorded_at: recorded_at.to_string(),
