@@ -255,6 +255,19 @@ impl Tree {
             .collect()
     }
 
+    /// Every `(key, raw value)` from `start` (inclusive) on, in key order, read lazily as the
+    /// iterator advances (for values a caller decodes itself: the ledger's segments, which it
+    /// reads only as far as it needs).
+    pub fn range_raw(
+        &self,
+        start: &[u8],
+    ) -> impl Iterator<Item = Result<(Vec<u8>, Vec<u8>), StoreError>> + '_ {
+        self.inner.range(start..).map(|item| {
+            item.map(|(k, v)| (k.to_vec(), v.to_vec()))
+                .map_err(StoreError::from)
+        })
+    }
+
     /// The entry with the greatest key, if any.
     pub fn last<T: DeserializeOwned>(&self) -> Result<Option<(Vec<u8>, T)>, StoreError> {
         match self.inner.last()? {
@@ -278,7 +291,9 @@ impl Tree {
         Ok(self.inner.get(key)?.map(|v| v.to_vec()))
     }
 
-    /// Writes raw bytes at `key` (used by tamper tests; production code uses [`Tree::put`]).
+    /// Writes raw bytes at `key` (not flushed): a value its caller encoded itself (the
+    /// ledger's segments, assembled from entries encoded one by one), or corruption made by
+    /// tamper tests. Other production code uses [`Tree::put`].
     pub fn put_raw(&self, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
         self.inner.insert(key, value)?;
         Ok(())

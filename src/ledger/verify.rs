@@ -2,19 +2,22 @@
 //! every receipt and ledger entry hash, checks the `prev_hash` links and sequence continuity and
 //! the Ed25519 signature of every receipt checkpoint; reports counts and the first problem found.
 //!
-//! Receipts are stored in signed segments (`verify/receipts.rs`); ledger entries one per key.
-//! A missing sequence number is a broken chain, except when it lies within the last
-//! [`TAIL_WINDOW`] entries or was recorded as lost when the receipt log was reopened: those are
-//! reported as lost in a crash before sled's flush (docs/ledger.md, "Crash semantics").
+//! Both chains are stored in segments keyed by the seq of their last element: receipts in signed
+//! segments (`verify/receipts.rs`), ledger entries in segments of up to 64 entries or, in data
+//! written before segments, one entry per key (`verify/events.rs`). Both walks probe seq 1, 2, …
+//! for stored values ([`probe`]). A missing sequence number is a broken chain, except when it
+//! lies within the last [`TAIL_WINDOW`] entries or was recorded as lost when the receipt log was
+//! reopened: those are reported as lost in a crash before sled's flush (docs/ledger.md, "Crash
+//! semantics").
 
-use super::canon::ZERO_HASH;
 use super::receipt::{LOST_PREFIX, TAIL_WINDOW};
 use super::signing::{key_id, parse_public_pem};
-use super::{LedgerEntry, LedgerError};
+use super::LedgerError;
 use crate::store::{seq_key, Store, Tree, TreeName};
 use std::collections::BTreeSet;
 use std::fmt;
 
+mod events;
 mod receipts;
 
 /// Probing stops after this many consecutive missing sequence numbers.
@@ -56,6 +59,16 @@ impl ChainReport {
             self.first_problem = Some(Problem { seq, what });
         }
     }
+
+    /// Counts `stray` stored values that are not at sequence keys of the chain as one problem.
+    fn stray(&mut self, stray: u64) {
+        if stray > 0 {
+            self.problem(
+                0,
+                format!("{stray} entries are not at sequence keys of this chain"),
+            );
+        }
+    }
 }
 
 /// What `verify` found in both chains. `Display` prints a few lines ending in `OK` or
@@ -87,7 +100,7 @@ pub fn verify(store: &Store, public_key_pem: &str) -> Result<VerifyReport, Ledge
     let key = parse_public_pem(public_key_pem)?;
     let noted = noted_losses(store)?;
     let receipts = receipts::verify_receipts(&store.tree(TreeName::Receipts), &key, &noted)?;
-    let events = walk(&store.tree(TreeName::Ledger), &BTreeSet::new(), check_entry)?;
+    let events = events::verify_events(&store.tree(TreeName::Ledger), &BTreeSet::new())?;
     Ok(VerifyReport {
         receipts,
         events,
@@ -108,50 +121,24 @@ fn noted_losses(store: &Store) -> Result<BTreeSet<u64>, LedgerError> {
         .collect())
 }
 
-/// The outcome of checking one stored entry: its stored hash (for the next link, when it
-/// decodes) and the problem, if any.
-type Checked = (Option<String>, Option<String>);
-
-/// Walks seq 1, 2, … by key until every stored entry was seen, checking each with `check`
-/// (given the expected `prev_hash`, or `None` right after a hole or an entry that does not
-/// decode).
-fn walk(
-    tree: &Tree,
-    noted: &BTreeSet<u64>,
-    mut check: impl FnMut(u64, &[u8], Option<&str>) -> Checked,
-) -> Result<ChainReport, LedgerError> {
+/// Visits the values stored at seq keys 1, 2, … in key order, until every stored value was seen
+/// or [`MAX_PROBE_GAP`] keys in a row after the last one found are empty. `visit` gets the key's
+/// seq and the raw value. Returns how many stored values were not visited (keys that are not
+/// sequence keys of the chain).
+///
+/// Errors: [`LedgerError::Store`] when storage cannot be read.
+fn probe(tree: &Tree, mut visit: impl FnMut(u64, &[u8])) -> Result<u64, LedgerError> {
     let total = tree.len() as u64;
-    let mut report = ChainReport::default();
-    let mut missing = Vec::new();
-    let mut prev: Option<String> = Some(ZERO_HASH.to_string());
-    let mut seq = 1u64;
-    while report.entries < total && seq - report.last_seq <= MAX_PROBE_GAP {
-        match tree.get_raw(&seq_key(seq))? {
-            None => {
-                missing.push(seq);
-                prev = None;
-            }
-            Some(bytes) => {
-                let (hash, problem) = check(seq, &bytes, prev.as_deref());
-                if let Some(what) = problem {
-                    report.problem(seq, what);
-                }
-                prev = hash;
-                report.entries += 1;
-                report.last_seq = seq;
-            }
+    let (mut seen, mut at, mut last_found) = (0u64, 1u64, 0u64);
+    while seen < total && at - last_found <= MAX_PROBE_GAP {
+        if let Some(bytes) = tree.get_raw(&seq_key(at))? {
+            seen += 1;
+            last_found = at;
+            visit(at, &bytes);
         }
-        seq += 1;
+        at += 1;
     }
-    classify_holes(&mut report, missing, noted);
-    if report.entries < total {
-        let stray = total - report.entries;
-        report.problem(
-            0,
-            format!("{stray} entries are not at sequence keys of this chain"),
-        );
-    }
-    Ok(report)
+    Ok(total - seen)
 }
 
 /// Splits missing seqs into crash losses (within the last [`TAIL_WINDOW`] seqs, or `noted` at
@@ -166,16 +153,6 @@ fn classify_holes(report: &mut ChainReport, missing: Vec<u64>, noted: &BTreeSet<
             report.problem(seq, "entry is missing".to_string());
         }
     }
-}
-
-/// Checks one ledger entry: decoding, seq, link, hash.
-fn check_entry(seq: u64, bytes: &[u8], prev: Option<&str>) -> Checked {
-    let e: LedgerEntry = match serde_json::from_slice(bytes) {
-        Ok(e) => e,
-        Err(err) => return (None, Some(format!("entry does not decode: {err}"))),
-    };
-    let problem = common_checks(seq, e.seq, prev, &e.prev_hash, &e.hash, &e.compute_hash());
-    (Some(e.hash), problem)
 }
 
 /// The checks both chains share, in order: seq, link, hash.

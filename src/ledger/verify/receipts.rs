@@ -1,6 +1,7 @@
 //! The receipt chain's part of `verify`. The `Receipts` tree holds one [`Segment`] per signed
-//! checkpoint, at `seq_key(checkpoint seq)`; the walk probes seq 1, 2, … for segment keys (so a
-//! value that does not decode is a problem, not an error) and checks, for each segment:
+//! checkpoint, at `seq_key(checkpoint seq)`; the walk probes seq 1, 2, … for segment keys with
+//! `probe` (shared with the event ledger's walk, `verify/events.rs`), so a value that does not
+//! decode is a problem, not an error, and checks, for each segment:
 //!
 //! * it decodes; its checkpoint's `seq` equals its key and its last receipt's seq;
 //! * its receipts continue the chain: seqs consecutive from the previous segment's key + 1
@@ -12,11 +13,11 @@
 //! A segment that passes covers each of its receipts: the hash chain links them to the signed
 //! head. Holes are classified like the event ledger's (`classify_holes`).
 
-use super::{classify_holes, common_checks, ChainReport, MAX_PROBE_GAP};
+use super::{classify_holes, common_checks, probe, ChainReport};
 use crate::ledger::canon::ZERO_HASH;
 use crate::ledger::receipt::{ReceiptEntry, Segment};
 use crate::ledger::LedgerError;
-use crate::store::{seq_key, Tree};
+use crate::store::Tree;
 use ed25519_dalek::VerifyingKey;
 use std::collections::BTreeSet;
 
@@ -39,7 +40,6 @@ pub(super) fn verify_receipts(
     key: &VerifyingKey,
     noted: &BTreeSet<u64>,
 ) -> Result<ChainReport, LedgerError> {
-    let total = tree.len() as u64;
     let mut w = Walk {
         key,
         report: ChainReport::default(),
@@ -47,23 +47,10 @@ pub(super) fn verify_receipts(
         prev: Some(ZERO_HASH.to_string()),
         missing: Vec::new(),
     };
-    let (mut seen, mut probe) = (0u64, 1u64);
-    while seen < total && probe - w.report.last_seq <= MAX_PROBE_GAP {
-        if let Some(bytes) = tree.get_raw(&seq_key(probe))? {
-            seen += 1;
-            w.segment(probe, &bytes);
-        }
-        probe += 1;
-    }
+    let stray = probe(tree, |at, bytes| w.segment(at, bytes))?;
     let mut report = w.report;
     classify_holes(&mut report, w.missing, noted);
-    if seen < total {
-        let stray = total - seen;
-        report.problem(
-            0,
-            format!("{stray} entries are not at sequence keys of this chain"),
-        );
-    }
+    report.stray(stray);
     Ok(report)
 }
 
