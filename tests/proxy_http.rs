@@ -485,7 +485,7 @@ async fn a_blocked_route_and_a_blocked_host_level_call_never_reach_the_upstream(
     assert_eq!(up.count("/admin"), 0);
     assert_eq!(up.count("/forbidden"), 0);
     assert_eq!(up.count("/allowed"), 1, "the allowed call arrived");
-    let ledger = tg.ledger();
+    let ledger = tg.stop_and_read_ledger().await;
     let blocked = events(&ledger, "TOOL_CALL_BLOCK", "admin.delete");
     assert_eq!(blocked.len(), 1, "{ledger:?}");
     assert!(
@@ -495,7 +495,6 @@ async fn a_blocked_route_and_a_blocked_host_level_call_never_reach_the_upstream(
     );
     assert_eq!(events(&ledger, "TOOL_CALL_BLOCK", "http.request").len(), 1);
     assert!(events(&ledger, "TOOL_CALL_PRE", "admin.delete").is_empty());
-    tg.stop().await;
 }
 
 #[tokio::test]
@@ -509,7 +508,7 @@ async fn a_plain_http_call_is_recorded_with_its_own_url() {
         .await
         .unwrap();
     assert_eq!(resp.status(), StatusCode::OK);
-    let ledger = tg.ledger();
+    let ledger = tg.stop_and_read_ledger().await;
     let pre = events(&ledger, "TOOL_CALL_PRE", "http.request");
     assert_eq!(pre.len(), 1, "{ledger:?}");
     let args: Value = serde_json::from_str(pre[0]["content"].as_str().unwrap()).unwrap();
@@ -524,7 +523,32 @@ async fn a_plain_http_call_is_recorded_with_its_own_url() {
         }),
         "the arguments policies see name the request as sent (http://, not https://)"
     );
-    tg.stop().await;
+}
+
+#[tokio::test]
+async fn events_carry_the_recent_history_and_its_length_while_the_policy_sees_all_of_it() {
+    let tg = ProxyApp::start(None).await;
+    let up = Upstream::plain().await;
+    let client = tg.agent_client(&[]);
+    let calls = 20;
+    for i in 0..calls {
+        let resp = client
+            .get(up.url(&format!("/allowed?call={i}")))
+            .header("x-toolgate-session-id", "sess-history")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+    }
+    let ledger = tg.stop_and_read_ledger().await;
+    let pre = events(&ledger, "TOOL_CALL_PRE", "http.request");
+    assert_eq!(pre.len(), calls, "{ledger:?}");
+    for (i, e) in pre.iter().enumerate() {
+        assert_eq!(e["metadata"]["session_tool_calls_total"], i, "{e}");
+        let history = e["session_tool_calls"].as_array().unwrap();
+        assert_eq!(history.len(), i.min(16), "{e}");
+        assert!(history.iter().all(|t| t == "http.request"), "{e}");
+    }
 }
 
 #[tokio::test]
@@ -735,8 +759,8 @@ async fn connect_to_a_pass_through_host_is_tunnelled_with_the_upstreams_own_cert
         String::from_utf8_lossy(&seen[0].body).contains("bob@example.org"),
         "a tunnel is not inspected"
     );
-    assert!(events(&tg.ledger(), "TOOL_CALL_PRE", "crm.note").is_empty());
-    tg.stop().await;
+    let ledger = tg.stop_and_read_ledger().await;
+    assert!(events(&ledger, "TOOL_CALL_PRE", "crm.note").is_empty());
 }
 
 #[tokio::test]

@@ -189,7 +189,7 @@ async fn over_http_allowed_calls_return_blocked_calls_never_arrive_and_addresses
     let server = McpServer::start(tg.app.dir.path(), "plain", None).await;
     let vio = allow_block_redact(&tg, &server, &server.http_url(), None).await;
 
-    let ledger = tg.ledger();
+    let ledger = tg.stop_and_read_ledger().await;
     let blocked = events(&ledger, "TOOL_CALL_BLOCK", "run_shell");
     assert_eq!(blocked.len(), 1, "{ledger:?}");
     assert!(blocked[0].to_string().contains(&vio), "{}", blocked[0]);
@@ -207,7 +207,6 @@ async fn over_http_allowed_calls_return_blocked_calls_never_arrive_and_addresses
         pre[0]
     );
     assert!(events(&ledger, "TOOL_CALL_PRE", "run_shell").is_empty());
-    tg.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -242,7 +241,7 @@ async fn an_agent_outside_its_scope_is_refused_in_its_mcp_session() {
         .unwrap_or_else(|| panic!("no session in the server's log:\n{log}"))
         .trim()
         .to_string();
-    let ledger = tg.ledger();
+    let ledger = tg.stop_and_read_ledger().await;
     let blocked = events(&ledger, "TOOL_CALL_BLOCK", "send_email");
     assert_eq!(blocked.len(), 1, "{ledger:?}");
     assert_eq!(blocked[0]["agent_id"], "narrow-agent");
@@ -257,7 +256,6 @@ async fn an_agent_outside_its_scope_is_refused_in_its_mcp_session() {
     // and are not refused as host-level `http.request` calls outside the narrow scope.
     let host_level = events(&ledger, "TOOL_CALL_BLOCK", "http.request");
     assert!(host_level.is_empty(), "{host_level:?}");
-    tg.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,7 +6,7 @@ use crate::auth::scope::RuntimeTarget;
 use crate::auth::{Caller, Permission};
 use crate::holds::{approver_args, NewHold};
 use crate::ids;
-use crate::ledger::{Receipt, ReceiptBody, ReceiptKind};
+use crate::ledger::{ChainedReceipt, Receipt, ReceiptBody, ReceiptKind};
 use crate::policy::{EnforcementRequest, PolicyVersion, ScoreComponent, Verdict};
 use crate::state::AppState;
 use crate::vocab::{ActionClassification, Severity};
@@ -23,8 +23,12 @@ use std::time::Instant;
 pub const DECISION_ENVELOPE_VERSION: &str = "2026-11-01";
 
 /// The response body (SPEC.md, "EnforcementDecision"); optional fields are left out when empty.
+///
+/// `R` is the receipt: the signed [`Receipt`] in every /v1/enforce answer; the receipt_id
+/// (`String`) in the forward proxy's decisions ([`evaluate_chained`]), which act on a receipt
+/// as soon as it is chained and never send this body to anyone.
 #[derive(Debug, Serialize)]
-pub struct EnforcementDecision {
+pub struct EnforcementDecision<R = Receipt> {
     /// ALLOW / STEP_UP / BLOCK.
     pub decision: Decision,
     /// Envelope version.
@@ -56,8 +60,8 @@ pub struct EnforcementDecision {
     pub latency_ms: f64,
     /// The caller's correlation id, or one generated for this decision.
     pub enforcement_trace_id: String,
-    /// Signed, hash-chained receipt.
-    pub receipt: Receipt,
+    /// Signed, hash-chained receipt (see `R`).
+    pub receipt: R,
     /// Findings, CEL errors, raw verdict, mode and request hash.
     pub decision_evidence: DecisionEvidence,
     /// Every part of the risk score.
@@ -135,15 +139,58 @@ pub async fn enforce(
 }
 
 /// Decides a validated, authorized request: `decide` over the current snapshot, the signed
-/// receipt, the hold of a STEP_UP, the session spend of an ALLOW. The forward proxy and
-/// POST /v1/enforce both call this, so both paths give the same verdicts and evidence
-/// (DESIGN.md, "The three roles, one binary").
+/// receipt, the hold of a STEP_UP, the session spend of an ALLOW. POST /v1/enforce answers
+/// this; the forward proxy uses [`evaluate_chained`], the same decision without waiting for
+/// the receipt's signature (DESIGN.md, "The three roles, one binary").
 ///
-/// Errors: 503 when a STEP_UP would exceed the pending-hold cap; 500 on storage failure.
+/// Errors: 503 when no policy bundle is installed yet or a STEP_UP would exceed the
+/// pending-hold cap; 500 on storage failure or a stopped receipt signer.
 pub async fn evaluate(
     core: &AppState,
     req: EnforcementRequest,
 ) -> Result<EnforcementDecision, ApiError> {
+    let (decided, chained) = decide(core, req)?;
+    let receipt = chained.signed().await?;
+    if decided.verdict.decision == Decision::StepUp {
+        open_hold(core, &decided, &receipt).await?;
+    }
+    Ok(conclude(core, decided, receipt))
+}
+
+/// [`evaluate`] for the forward proxy: the same verdict, receipt and hold, but an ALLOW or
+/// BLOCK returns as soon as its receipt is on the chain; the signer covers it with its next
+/// checkpoint (`ReceiptLog::chain` says why that is no less durable). A STEP_UP still waits for
+/// the signed receipt, which its hold carries. The decision's `receipt` is the receipt_id.
+///
+/// Errors: as [`evaluate`].
+pub async fn evaluate_chained(
+    core: &AppState,
+    req: EnforcementRequest,
+) -> Result<EnforcementDecision<String>, ApiError> {
+    let (decided, chained) = decide(core, req)?;
+    let receipt_id = chained.receipt_id.clone();
+    if decided.verdict.decision == Decision::StepUp {
+        let receipt = chained.signed().await?;
+        open_hold(core, &decided, &receipt).await?;
+    }
+    Ok(conclude(core, decided, receipt_id))
+}
+
+/// A decision whose receipt is chained: what [`conclude`] turns into the answer.
+struct Decided {
+    req: EnforcementRequest,
+    verdict: Verdict,
+    policy_version: String,
+    /// hold_token, violation_id or decision id (the receipt's subject).
+    subject: String,
+    request_hash: String,
+    started: Instant,
+    now: chrono::DateTime<chrono::Utc>,
+}
+
+/// The synchronous part of a decision: the policy check, the hold capacity of a STEP_UP and
+/// the receipt appended to the chain.
+fn decide(core: &AppState, req: EnforcementRequest) -> Result<(Decided, ChainedReceipt), ApiError> {
     if !core.policy_ready.load(std::sync::atomic::Ordering::Acquire) {
         return Err(ApiError::Unavailable(
             "no policy bundle from the control plane yet; failing closed until the first sync"
@@ -166,20 +213,32 @@ pub async fn evaluate(
     let request_hash = request_hash(&req)?;
     let subject = subject_id(verdict.decision);
     let body = receipt_body(&req, &verdict, &subject, &request_hash, &policy_version);
-    let receipt = core.receipts.issue(body).await?;
-    match verdict.decision {
-        Decision::StepUp => open_hold(core, &req, &verdict, &receipt).await?,
-        Decision::Allow => record_spend(core, &req, now),
-        Decision::Block => {}
+    let chained = core.receipts.chain(body)?;
+    let decided = Decided {
+        req,
+        verdict,
+        policy_version,
+        subject,
+        request_hash,
+        started,
+        now,
+    };
+    Ok((decided, chained))
+}
+
+/// Records the session spend of an ALLOW and the activity counters, and assembles the answer.
+fn conclude<R>(core: &AppState, d: Decided, receipt: R) -> EnforcementDecision<R> {
+    if d.verdict.decision == Decision::Allow {
+        record_spend(core, &d.req, d.now);
     }
     core.activity.record(
-        &req.agent_id,
-        &req.session_id,
-        verdict.decision,
-        verdict.risk_score,
+        &d.req.agent_id,
+        &d.req.session_id,
+        d.verdict.decision,
+        d.verdict.risk_score,
     );
-    let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
-    Ok(respond(req, verdict, policy_version, receipt, latency_ms))
+    let latency_ms = d.started.elapsed().as_secs_f64() * 1000.0;
+    respond(d, receipt, latency_ms)
 }
 
 /// Hex SHA-256 of the request's canonical JSON (struct field order; object keys sorted),
@@ -234,15 +293,10 @@ fn receipt_body(
 }
 
 /// Opens the hold of a STEP_UP decision; the token is the receipt's subject.
-async fn open_hold(
-    core: &AppState,
-    req: &EnforcementRequest,
-    v: &Verdict,
-    receipt: &Receipt,
-) -> Result<(), ApiError> {
-    let attested = &receipt.entry.body;
+async fn open_hold(core: &AppState, d: &Decided, receipt: &Receipt) -> Result<(), ApiError> {
+    let (req, v) = (&d.req, &d.verdict);
     let hold = NewHold {
-        token: attested.subject_id.clone(),
+        token: d.subject.clone(),
         tenant_id: req.tenant_id.clone(),
         agent_id: req.agent_id.clone(),
         tool_name: req.tool_name.clone(),
@@ -254,8 +308,8 @@ async fn open_hold(
         decision_reason_code: v.decision_reason_code,
         risk_score: v.risk_score,
         tool_args: approver_args(req.tool_args.as_ref(), v.modified_tool_args.as_ref()),
-        request_hash: attested.request_hash.clone(),
-        policy_version: attested.policy_version.clone(),
+        request_hash: d.request_hash.clone(),
+        policy_version: d.policy_version.clone(),
         enforcement_trace_id: req.enforcement_trace_id.clone(),
         created_at: ids::now(),
     };
@@ -270,17 +324,18 @@ fn record_spend(core: &AppState, req: &EnforcementRequest, now: chrono::DateTime
         .record(&req.tenant_id, &req.session_id, cost, tokens, now);
 }
 
-/// Assembles the response, moving every part out of the request, verdict and receipt.
-fn respond(
-    req: EnforcementRequest,
-    v: Verdict,
-    policy_version: String,
-    receipt: Receipt,
-    latency_ms: f64,
-) -> EnforcementDecision {
+/// Assembles the response, moving every part out of the decision and the receipt.
+fn respond<R>(d: Decided, receipt: R, latency_ms: f64) -> EnforcementDecision<R> {
+    let Decided {
+        req,
+        verdict: v,
+        policy_version,
+        subject,
+        request_hash,
+        ..
+    } = d;
     let is_modify = v.authorization_decision == AuthorizationDecision::Modify;
     let is = |d: Decision| v.decision == d;
-    let subject = &receipt.entry.body.subject_id;
     let decision_evidence = DecisionEvidence {
         action_classification: v.action_classification,
         enforcement_mode: req.enforcement_mode,
@@ -288,8 +343,13 @@ fn respond(
         findings: v.findings,
         metadata: req.metadata,
         raw_authorization_decision: v.raw_authorization_decision,
-        request_hash: receipt.entry.body.request_hash.clone(),
+        request_hash,
         severity: v.severity,
+    };
+    let (hold_token, violation_id) = match v.decision {
+        Decision::StepUp => (Some(subject), None),
+        Decision::Block => (None, Some(subject)),
+        Decision::Allow => (None, None),
     };
     EnforcementDecision {
         decision: v.decision,
@@ -299,9 +359,9 @@ fn respond(
         decision_reason_code: v.decision_reason_code,
         modified_tool_args: v.modified_tool_args.filter(|_| is_modify),
         modification_reason: v.modification_reason.filter(|_| is_modify),
-        hold_token: is(Decision::StepUp).then(|| subject.clone()),
+        hold_token,
         step_up_timeout_seconds: v.step_up_timeout_seconds.filter(|_| is(Decision::StepUp)),
-        violation_id: is(Decision::Block).then(|| subject.clone()),
+        violation_id,
         risk_score: v.risk_score,
         latency_ms,
         enforcement_trace_id: req

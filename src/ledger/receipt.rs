@@ -170,6 +170,29 @@ pub(crate) fn chain_hash(content: &str, seq: u64, prev_hash: &str) -> String {
     h.finish_hex()
 }
 
+/// A receipt appended to the chain whose signed checkpoint is still to come
+/// ([`ReceiptLog::chain`]).
+pub struct ChainedReceipt {
+    /// `rcpt_<uuid v7>`.
+    pub receipt_id: String,
+    covered: signer::Covered,
+    key_id: String,
+}
+
+impl ChainedReceipt {
+    /// Waits until the signer has signed a checkpoint covering this receipt and stored both,
+    /// and returns the receipt with that proof.
+    ///
+    /// Errors: [`LedgerError::Key`] as [`ReceiptLog::issue`].
+    pub async fn signed(self) -> Result<Receipt, LedgerError> {
+        match self.covered.await {
+            Ok(Ok((checkpoint, entry))) => Ok(checkpoint.prove(entry, &self.key_id)),
+            Ok(Err(not_stored)) => Err(LedgerError::Key(not_stored)),
+            Err(_) => Err(signer::stopped()),
+        }
+    }
+}
+
 /// Issues receipts. One per process (the chain head lives in memory); share it by `Arc`.
 pub struct ReceiptLog {
     signer: signer::Signer,
@@ -219,20 +242,33 @@ impl ReceiptLog {
     /// the receipt's segment could not be stored (the chain then has a hole there, which
     /// `verify` reports).
     pub async fn issue(&self, body: ReceiptBody) -> Result<Receipt, LedgerError> {
+        self.chain(body)?.signed().await
+    }
+
+    /// Appends one receipt to the chain (its seq and chain hash are fixed on return) and queues
+    /// it for the signer's next checkpoint, without waiting for the signature. The forward
+    /// proxy forwards an allowed call as soon as its receipt is chained: waiting for the
+    /// signature would add the signer's round trip to every call and make it no more durable,
+    /// since neither path flushes (module docs, "Crash semantics"). Dropping the returned
+    /// [`ChainedReceipt`] does not drop the receipt: it is signed and stored with its batch.
+    ///
+    /// Errors: [`LedgerError::Key`] when the signer task has stopped (fail closed: the caller
+    /// has no receipt and must not act on the decision).
+    pub fn chain(&self, body: ReceiptBody) -> Result<ChainedReceipt, LedgerError> {
         let receipt_id = ids::new_id("rcpt");
         let issued_at = ids::rfc3339(ids::now());
         let digest = content_digest(&receipt_id, &issued_at, &body);
         let covered = self.signer.append(signer::Draft {
-            receipt_id,
+            receipt_id: receipt_id.clone(),
             issued_at,
             body,
             digest,
         })?;
-        match covered.await {
-            Ok(Ok((checkpoint, entry))) => Ok(checkpoint.prove(entry, &self.key_id)),
-            Ok(Err(not_stored)) => Err(LedgerError::Key(not_stored)),
-            Err(_) => Err(signer::stopped()),
-        }
+        Ok(ChainedReceipt {
+            receipt_id,
+            covered,
+            key_id: self.key_id.clone(),
+        })
     }
 
     /// The public key as SubjectPublicKeyInfo PEM (the content of `receipt-signing.pub`).

@@ -130,24 +130,36 @@ impl EnforcementRequest {
 }
 
 fn check_id(field: &str, value: &str) -> Result<(), String> {
+    match id_problem(value) {
+        Some(problem) => Err(format!("{field} {problem}")),
+        None => Ok(()),
+    }
+}
+
+/// What is wrong with an identifier, as the end of a sentence that starts with its field name.
+fn id_problem(value: &str) -> Option<String> {
     if value.is_empty() {
-        return Err(format!("{field} must not be empty"));
+        return Some("must not be empty".into());
     }
     if value.len() > MAX_ID_LEN {
-        return Err(format!("{field} is longer than {MAX_ID_LEN} bytes"));
+        return Some(format!("is longer than {MAX_ID_LEN} bytes"));
     }
     if value.chars().any(char::is_control) {
-        return Err(format!("{field} must not contain control characters"));
+        return Some("must not contain control characters".into());
     }
-    Ok(())
+    None
 }
 
 fn check_list(field: &str, list: &[String]) -> Result<(), String> {
     if list.len() > MAX_LIST_LEN {
         return Err(format!("{field} has more than {MAX_LIST_LEN} entries"));
     }
+    // No allocation unless an entry is bad: this runs on every call, over up to
+    // MAX_LIST_LEN entries.
     for (i, item) in list.iter().enumerate() {
-        check_id(&format!("{field}[{i}]"), item)?;
+        if let Some(problem) = id_problem(item) {
+            return Err(format!("{field}[{i}] {problem}"));
+        }
     }
     Ok(())
 }

@@ -250,11 +250,18 @@ fn passed(proxy: &Proxy, base: &EventBase, sent_args: &Map<String, Value>, pass:
         "enforcement_trace_id".into(),
         pass.decision.enforcement_trace_id.clone().into(),
     );
+    extra.insert("receipt_id".into(), pass.decision.receipt.clone().into());
     if let Some(h) = &pass.decision.hold_token {
         extra.insert("hold_token".into(), h.clone().into());
     }
     let content = Value::Object(sent_args.clone()).to_string();
-    record::append(&proxy.core, base, EventType::ToolCallPre, content, extra);
+    record::append(
+        &proxy.recorder,
+        base,
+        EventType::ToolCallPre,
+        content,
+        extra,
+    );
     proxy
         .sessions
         .record(&base.tenant_id, &base.session_id, &base.tool_name);
@@ -272,7 +279,13 @@ fn record_refusal(proxy: &Proxy, base: &EventBase, args: &Map<String, Value>, r:
         extra.insert("hold_token".into(), h.clone().into());
     }
     let content = Value::Object(args.clone()).to_string();
-    record::append(&proxy.core, base, EventType::ToolCallBlock, content, extra);
+    record::append(
+        &proxy.recorder,
+        base,
+        EventType::ToolCallBlock,
+        content,
+        extra,
+    );
 }
 
 /// 403 for a refused REST, LLM or host-level call.

@@ -5,7 +5,7 @@
 use super::classify::ToolCall;
 use super::identity::{CallContext, Identity};
 use super::{Proxy, Target};
-use crate::api::enforce::{evaluate, EnforcementDecision};
+use crate::api::enforce::{evaluate_chained, EnforcementDecision};
 use crate::api::ApiError;
 use crate::explain::{ExplainDecision, ExplainRequest};
 use crate::holds::HoldRecord;
@@ -127,12 +127,16 @@ pub fn enforcement_request(
     }
 }
 
+/// The proxy's decisions carry the receipt_id: ALLOW and BLOCK act on a receipt as soon as it
+/// is chained (`api::enforce::evaluate_chained`).
+pub type ProxyDecision = EnforcementDecision<String>;
+
 /// A call that may go upstream: the arguments to send when the policy modified them.
 pub struct Pass {
     /// `modified_tool_args` of a MODIFY verdict.
     pub modified_args: Option<Map<String, Value>>,
     /// The decision (ALLOW, or the STEP_UP whose hold was approved).
-    pub decision: EnforcementDecision,
+    pub decision: ProxyDecision,
 }
 
 /// A call that must not go upstream, and why.
@@ -201,7 +205,7 @@ pub async fn settle(proxy: &Proxy, req: EnforcementRequest) -> Result<Pass, Refu
         ));
     }
     let explain_base = explain_request(&req);
-    let decision = match evaluate(&proxy.core, req).await {
+    let decision = match evaluate_chained(&proxy.core, req).await {
         Ok(d) => d,
         Err(e) => {
             return Err(Refusal::plain(
@@ -220,7 +224,7 @@ pub async fn settle(proxy: &Proxy, req: EnforcementRequest) -> Result<Pass, Refu
     }
 }
 
-fn modified(d: &EnforcementDecision) -> Option<Map<String, Value>> {
+fn modified(d: &ProxyDecision) -> Option<Map<String, Value>> {
     (d.authorization_decision == AuthorizationDecision::Modify)
         .then(|| d.modified_tool_args.clone())
         .flatten()
@@ -233,7 +237,7 @@ fn failure_text(e: &ApiError) -> String {
     }
 }
 
-async fn refuse_block(proxy: &Proxy, d: &EnforcementDecision, mut ex: ExplainRequest) -> Refusal {
+async fn refuse_block(proxy: &Proxy, d: &ProxyDecision, mut ex: ExplainRequest) -> Refusal {
     ex.violation_id = d.violation_id.clone();
     ex.decision = ExplainDecision::Block;
     fill_from_decision(&mut ex, d);
@@ -259,7 +263,7 @@ async fn refuse_block(proxy: &Proxy, d: &EnforcementDecision, mut ex: ExplainReq
 
 async fn wait_for_hold(
     proxy: &Proxy,
-    d: EnforcementDecision,
+    d: ProxyDecision,
     ex: ExplainRequest,
 ) -> Result<Pass, Refusal> {
     let token = d.hold_token.clone().unwrap_or_default();
@@ -293,7 +297,7 @@ async fn wait_for_hold(
 async fn resolve(
     proxy: &Proxy,
     rec: HoldRecord,
-    d: EnforcementDecision,
+    d: ProxyDecision,
     mut ex: ExplainRequest,
 ) -> Result<Pass, Refusal> {
     if rec.resolution == Some(Decision::Allow) {
@@ -344,7 +348,7 @@ fn explain_request(req: &EnforcementRequest) -> ExplainRequest {
     }
 }
 
-fn fill_from_decision(ex: &mut ExplainRequest, d: &EnforcementDecision) {
+fn fill_from_decision(ex: &mut ExplainRequest, d: &ProxyDecision) {
     if ex.decision_reason_code.is_none() {
         ex.decision_reason_code = Some(d.decision_reason_code.as_str().to_string());
     }

@@ -78,6 +78,8 @@ async fn accept_loop(proxy: Arc<Proxy>, listener: TcpListener, shutdown: watch::
     drop(listener);
     drop(alive);
     let _ = all_done.recv().await;
+    // Every connection has ended: no more events but what is queued.
+    proxy.recorder.close().await;
 }
 
 /// Serves one client connection: HTTP/1.1 with upgrades (CONNECT), the head size and idle limits.

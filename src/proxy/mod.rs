@@ -15,6 +15,7 @@
 //! | `apply.rs` | verdicts applied: forward, rewrite, refuse (MCP `isError`, REST 403) |
 //! | `upstream.rs` | the upstream client (system roots + `--upstream-ca`), header hygiene |
 //! | `record.rs` | TOOL_CALL_PRE/POST/BLOCK and LLM_INVOCATION events; response capture |
+//! | `recorder.rs` | the event queue and its task: events reach the ledger in batches |
 //! | `mcp_sessions.rs` | MCP session GET/DELETE of server-issued sessions pass untouched |
 //! | `tools_list.rs` | `tools/list` answers filtered to what the policy would not block |
 //! | `classify/` | what a request is (MCP, REST route, LLM, host-level): pure functions |
@@ -35,6 +36,7 @@ mod intercept;
 mod listener;
 mod mcp_sessions;
 mod record;
+mod recorder;
 mod tools_list;
 mod upstream;
 
@@ -73,6 +75,7 @@ pub(crate) struct Proxy {
     held: Arc<Semaphore>,
     sessions: calls::SessionCalls,
     mcp_sessions: mcp_sessions::McpSessions,
+    recorder: Arc<recorder::Recorder>,
 }
 
 impl Proxy {
@@ -85,7 +88,12 @@ impl Proxy {
             cfg.upstream_ca.as_deref(),
             Duration::from_secs(cfg.proxy_request_timeout_seconds),
         )?;
+        let ledger_of = core.clone();
+        let recorder = recorder::Recorder::start(Box::new(move |entries| {
+            ledger_of.ledger.append_entries(entries)
+        }));
         Ok(Proxy {
+            recorder: Arc::new(recorder),
             leafs: LeafCache::new(ca, LEAF_CACHE_CAPACITY),
             upstream,
             held: Arc::new(Semaphore::new(cfg.max_held_requests)),

@@ -1,21 +1,28 @@
 //! The proxy's own events, appended to the same hash-chained ledger as POST /v1/events/batch:
 //! TOOL_CALL_PRE after a passing check, TOOL_CALL_POST with the (size-capped) result once the
 //! response has streamed through, TOOL_CALL_BLOCK on refusal, and LLM_INVOCATION with token
-//! usage read from an LLM API's response. Appends are not flushed one by one (sled flushes on
-//! its interval); the decision receipts that precede them are.
+//! usage read from an LLM API's response. Events are queued to the recorder
+//! (`recorder.rs`), which appends them in batches off the request path.
 //!
 //! [`Capture`] wraps a response body: it passes every frame through unchanged (never buffering
 //! the stream) and keeps the first `cap` bytes and the last [`TAIL_BYTES`] for the events.
 
+use super::recorder::Recorder;
 use super::Proxy;
 use crate::ledger::{Event, EventType};
-use crate::state::AppState;
 use crate::vocab::EnforcementMode;
 use axum::body::{Body, Bytes, HttpBody};
 use hyper::body::Frame;
 use serde_json::{Map, Value};
 use std::pin::Pin;
 use std::task::{Context, Poll};
+
+/// Most names of the session's earlier calls an event carries in `session_tool_calls` (the
+/// most recent ones); `metadata.session_tool_calls_total` gives how many there were. The
+/// policy still sees the proxy's whole history (up to 256 calls); the ledger keeps it too, as
+/// the TOOL_CALL_PRE of every forwarded call, so repeating all of it in every event would
+/// store a session's history once per call (quadratic growth) for nothing.
+pub const EVENT_HISTORY: usize = 16;
 
 /// Bytes kept from the end of a response (where streamed LLM usage arrives).
 pub const TAIL_BYTES: usize = 16 * 1024;
@@ -35,7 +42,7 @@ pub struct EventBase {
     pub tool_name: String,
     /// Approved scope of the call.
     pub approved_scope: Vec<String>,
-    /// Calls before this one.
+    /// The last [`EVENT_HISTORY`] calls before this one.
     pub session_tool_calls: Vec<String>,
     /// Mode of the call.
     pub enforcement_mode: EnforcementMode,
@@ -46,6 +53,10 @@ pub struct EventBase {
 impl EventBase {
     /// From the EnforcementRequest the proxy built for the call.
     pub fn of(req: &crate::policy::EnforcementRequest) -> EventBase {
+        let history = &req.session_tool_calls;
+        let recent = &history[history.len().saturating_sub(EVENT_HISTORY)..];
+        let mut metadata = req.metadata.clone().unwrap_or_default();
+        metadata.insert("session_tool_calls_total".into(), history.len().into());
         EventBase {
             tenant_id: req.tenant_id.clone(),
             session_id: req.session_id.clone(),
@@ -53,17 +64,17 @@ impl EventBase {
             agent_id: req.agent_id.clone(),
             tool_name: req.tool_name.clone(),
             approved_scope: req.approved_scope.clone(),
-            session_tool_calls: req.session_tool_calls.clone(),
+            session_tool_calls: recent.to_vec(),
             enforcement_mode: req.enforcement_mode,
-            metadata: req.metadata.clone().unwrap_or_default(),
+            metadata,
         }
     }
 }
 
-/// Appends one event; a failure is logged (the call itself has already been decided and
-/// receipted), never answered to the agent.
+/// Queues one event for the ledger (`recorder.rs`); a failure to store it is logged by the
+/// recorder, never answered to the agent (the call has been decided and receipted already).
 pub fn append(
-    core: &AppState,
+    recorder: &Recorder,
     base: &EventBase,
     event_type: EventType,
     content: String,
@@ -71,7 +82,7 @@ pub fn append(
 ) {
     let mut metadata = base.metadata.clone();
     metadata.extend(extra);
-    let event = Event {
+    recorder.record(Event {
         event_id: crate::ids::new_id("evt"),
         tenant_id: base.tenant_id.clone(),
         session_id: base.session_id.clone(),
@@ -86,17 +97,7 @@ pub fn append(
         content,
         occurred_at: crate::ids::rfc3339(crate::ids::now()),
         metadata: Some(metadata),
-    };
-    let appended = serde_json::to_value(&event)
-        .map_err(|e| e.to_string())
-        .and_then(|v| {
-            core.ledger
-                .append(&base.tenant_id, event_type.as_str(), v)
-                .map_err(|e| e.to_string())
-        });
-    if let Err(e) = appended {
-        tracing::error!(error = %e, event_type = event_type.as_str(), "proxy event not recorded");
-    }
+    });
 }
 
 /// What a [`Capture`] saw of a response.
@@ -235,7 +236,7 @@ pub fn after_response(
     llm_provider: Option<String>,
     body: Body,
 ) -> Body {
-    let core = proxy.core.clone();
+    let recorder = proxy.recorder.clone();
     let cap = proxy
         .core
         .policy
@@ -255,7 +256,7 @@ pub fn after_response(
         let text = seen.head_text();
         for base in &bases {
             append(
-                &core,
+                &recorder,
                 base,
                 EventType::ToolCallPost,
                 text.clone(),
@@ -263,12 +264,12 @@ pub fn after_response(
             );
         }
         if let (Some(provider), Some(base)) = (llm_provider, bases.first()) {
-            llm_event(&core, base, &provider, &seen);
+            llm_event(&recorder, base, &provider, &seen);
         }
     })
 }
 
-fn llm_event(core: &AppState, base: &EventBase, provider: &str, seen: &Captured) {
+fn llm_event(recorder: &Recorder, base: &EventBase, provider: &str, seen: &Captured) {
     let usage = super::classify::llm_usage(provider, seen.usage_source());
     let mut extra = Map::new();
     extra.insert("provider".into(), provider.into());
@@ -285,5 +286,11 @@ fn llm_event(core: &AppState, base: &EventBase, provider: &str, seen: &Captured)
         );
     }
     extra.insert("usage_reported".into(), usage.is_some().into());
-    append(core, base, EventType::LlmInvocation, String::new(), extra);
+    append(
+        recorder,
+        base,
+        EventType::LlmInvocation,
+        String::new(),
+        extra,
+    );
 }

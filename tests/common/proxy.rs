@@ -186,9 +186,13 @@ impl ProxyApp {
             .status()
     }
 
-    /// Every ledger entry `(kind, record)`, in order.
-    pub fn ledger(&self) -> Vec<(String, Value)> {
-        ledger_of(self.core())
+    /// Stops the app, then reads every ledger entry `(kind, record)`, in order. The proxy's
+    /// events are appended by its recorder task off the request path; stopping drains the
+    /// connections and closes the recorder, so every event of the test's calls is in.
+    pub async fn stop_and_read_ledger(self) -> Vec<(String, Value)> {
+        let core = self.core().clone();
+        self.stop().await;
+        ledger_of(&core)
     }
 
     /// Stops the app (drain, flush).
