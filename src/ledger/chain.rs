@@ -23,7 +23,7 @@
 //! [`Ledger::appended`] is a watch of the last seq, updated under the append lock after every
 //! append that wrote something: the shipper (`link::shipper`) waits on it when caught up.
 
-use super::canon::{CanonHasher, ChainHead};
+use super::canon::{canonical_json, CanonHasher, ChainHead};
 use super::LedgerError;
 use crate::ids;
 use crate::store::{seq_key, Store, StoreError, Tree, TreeName};
@@ -74,14 +74,65 @@ impl LedgerEntry {
     /// SHA-256 over the length-prefixed fields `toolgate/ledger/v1`, tenant_id, kind,
     /// recorded_at, canonical JSON of record, seq (decimal), prev_hash (docs/ledger.md).
     pub fn compute_hash(&self) -> String {
+        let mut record = Vec::with_capacity(1024);
+        canonical_json(&self.record, &mut record);
+        Fields {
+            seq: self.seq,
+            tenant_id: &self.tenant_id,
+            kind: &self.kind,
+            record: &record,
+            recorded_at: &self.recorded_at,
+            prev_hash: &self.prev_hash,
+        }
+        .hash()
+    }
+}
+
+/// An entry's fields with its record as canonical JSON: what an append hashes and stores, so
+/// the record is encoded once (not once for the hash and again for storage).
+struct Fields<'a> {
+    seq: u64,
+    tenant_id: &'a str,
+    kind: &'a str,
+    /// Canonical JSON of the record.
+    record: &'a [u8],
+    recorded_at: &'a str,
+    prev_hash: &'a str,
+}
+
+impl Fields<'_> {
+    /// The entry hash ([`LedgerEntry::compute_hash`] is defined by this).
+    fn hash(&self) -> String {
         let mut h = CanonHasher::new(LEDGER_TAG);
-        h.str(&self.tenant_id)
-            .str(&self.kind)
-            .str(&self.recorded_at)
-            .json(&self.record)
+        h.str(self.tenant_id)
+            .str(self.kind)
+            .str(self.recorded_at)
+            .field(self.record)
             .seq(self.seq)
-            .str(&self.prev_hash);
+            .str(self.prev_hash);
         h.finish_hex()
+    }
+
+    /// Writes the entry as JSON to `out`: the bytes `serde_json` writes for the
+    /// [`LedgerEntry`] (same fields, same order; canonical JSON is how `serde_json` writes a
+    /// `Value`, whose object keys are sorted), without encoding the record a second time.
+    fn encode(&self, hash: &str, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
+        out.extend_from_slice(b"{\"seq\":");
+        out.extend_from_slice(self.seq.to_string().as_bytes());
+        out.extend_from_slice(b",\"tenant_id\":");
+        serde_json::to_writer(&mut *out, self.tenant_id)?;
+        out.extend_from_slice(b",\"kind\":");
+        serde_json::to_writer(&mut *out, self.kind)?;
+        out.extend_from_slice(b",\"record\":");
+        out.extend_from_slice(self.record);
+        out.extend_from_slice(b",\"recorded_at\":");
+        serde_json::to_writer(&mut *out, self.recorded_at)?;
+        out.extend_from_slice(b",\"prev_hash\":");
+        serde_json::to_writer(&mut *out, self.prev_hash)?;
+        out.extend_from_slice(b",\"hash\":");
+        serde_json::to_writer(&mut *out, hash)?;
+        out.push(b'}');
+        Ok(())
     }
 }
 
@@ -299,32 +350,32 @@ impl Ledger {
     ) -> Result<(), LedgerError> {
         let mut segment = SegmentBuf::new();
         let mut tip = head.clone();
-        let mut encoded = Vec::with_capacity(2048);
+        let (mut record_json, mut encoded) = (Vec::with_capacity(2048), Vec::with_capacity(2048));
         for NewEntry {
             tenant_id,
             kind,
             record,
         } in entries
         {
-            let mut entry = LedgerEntry {
+            record_json.clear();
+            canonical_json(&record, &mut record_json);
+            drop(record);
+            let fields = Fields {
                 seq: tip.seq + 1,
-                tenant_id,
-                kind,
-                record,
-                recorded_at: recorded_at.to_string(),
-                prev_hash: tip.hash,
-                hash: String::new(),
+                tenant_id: &tenant_id,
+                kind: &kind,
+                record: &record_json,
+                recorded_at,
+                prev_hash: &tip.hash,
             };
-            entry.hash = entry.compute_hash();
+            let hash = fields.hash();
             encoded.clear();
-            serde_json::to_writer(&mut encoded, &entry)?;
+            fields.encode(&hash, &mut encoded)?;
+            let seq = fields.seq;
             if !segment.fits(encoded.len()) {
                 self.store_segment(head, std::mem::replace(&mut segment, SegmentBuf::new()))?;
             }
-            tip = ChainHead {
-                seq: entry.seq,
-                hash: entry.hash,
-            };
+            tip = ChainHead { seq, hash };
             segment.push(&encoded, tip.clone());
         }
         self.store_segment(head, segment)
@@ -479,6 +530,25 @@ mod tests {
         assert_eq!(*reopened.appended().borrow(), 3);
     }
 
+    /// A known answer (computed outside Rust from docs/ledger.md, "Canonical encodings"):
+    /// stored hashes must never change.
+    #[test]
+    fn the_hash_is_the_documented_one() {
+        let e = LedgerEntry {
+            seq: 7,
+            tenant_id: "t".into(),
+            kind: "K".into(),
+            record: json!({"b": "x", "a": 1}),
+            recorded_at: "2026-11-21T10:00:00.000Z".into(),
+            prev_hash: ZERO_HASH.into(),
+            hash: String::new(),
+        };
+        assert_eq!(
+            e.compute_hash(),
+            "e565165086a76b28a6197f3b9790678541a5ef7e54b58971eaef7a361a9c7fdc"
+        );
+    }
+
     #[test]
     fn the_hash_covers_every_field() {
         let dir = tempfile::tempdir().unwrap();
@@ -545,6 +615,35 @@ mod tests {
             String::from_utf8(raw.unwrap()).unwrap(),
             String::from_utf8(expected).unwrap()
         );
+    }
+
+    #[test]
+    fn entries_are_stored_exactly_as_serde_json_writes_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let ledger = Ledger::open(&store).unwrap();
+        let record = json!({
+            "s": "quote \" backslash \\ newline \n control \u{1} é 😀 </script>",
+            "z": 1.5, "a": -3, "big": u64::MAX, "neg": i64::MIN, "tiny": 1e-7,
+            "nested": {"y": [null, true, false, {"b": 2, "a": 1}], "x": {}},
+            "é": "key order is by bytes", "B": "upper before lower"
+        });
+        ledger
+            .append("te\"nant", "K\u{7}ind", record.clone())
+            .unwrap();
+        let raw = store
+            .tree(TreeName::Ledger)
+            .get_raw(&seq_key(1))
+            .unwrap()
+            .unwrap();
+        let entry = ledger.read_from(1, 1).unwrap().remove(0);
+        assert_eq!(entry.record, record);
+        assert_eq!(entry.hash, entry.compute_hash());
+        let serde = format!(
+            "{{\"entries\":[{}]}}",
+            serde_json::to_string(&entry).unwrap()
+        );
+        assert_eq!(String::from_utf8(raw).unwrap(), serde);
     }
 
     #[test]
