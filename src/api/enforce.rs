@@ -149,7 +149,7 @@ pub async fn evaluate(
     core: &AppState,
     req: EnforcementRequest,
 ) -> Result<EnforcementDecision, ApiError> {
-    let (decided, chained) = decide(core, req)?;
+    let (decided, chained) = decide(core, req, true)?;
     let receipt = chained.signed().await?;
     if decided.verdict.decision == Decision::StepUp {
         open_hold(core, &decided, &receipt).await?;
@@ -167,7 +167,7 @@ pub async fn evaluate_chained(
     core: &AppState,
     req: EnforcementRequest,
 ) -> Result<EnforcementDecision<String>, ApiError> {
-    let (decided, chained) = decide(core, req)?;
+    let (decided, chained) = decide(core, req, false)?;
     let receipt_id = chained.receipt_id.clone();
     if decided.verdict.decision == Decision::StepUp {
         let receipt = chained.signed().await?;
@@ -189,8 +189,13 @@ struct Decided {
 }
 
 /// The synchronous part of a decision: the policy check, the hold capacity of a STEP_UP and
-/// the receipt appended to the chain.
-fn decide(core: &AppState, req: EnforcementRequest) -> Result<(Decided, ChainedReceipt), ApiError> {
+/// the receipt appended to the chain. `wait_for_signature`: the caller awaits the signed
+/// receipt (always for a STEP_UP, whose hold carries it).
+fn decide(
+    core: &AppState,
+    req: EnforcementRequest,
+    wait_for_signature: bool,
+) -> Result<(Decided, ChainedReceipt), ApiError> {
     if !core.policy_ready.load(std::sync::atomic::Ordering::Acquire) {
         return Err(ApiError::Unavailable(
             "no policy bundle from the control plane yet; failing closed until the first sync"
@@ -213,7 +218,8 @@ fn decide(core: &AppState, req: EnforcementRequest) -> Result<(Decided, ChainedR
     let request_hash = request_hash(&req)?;
     let subject = subject_id(verdict.decision);
     let body = receipt_body(&req, &verdict, &subject, &request_hash, &policy_version);
-    let chained = core.receipts.chain(body)?;
+    let will_wait = wait_for_signature || verdict.decision == Decision::StepUp;
+    let chained = core.receipts.chain(body, will_wait)?;
     let decided = Decided {
         req,
         verdict,

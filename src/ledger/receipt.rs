@@ -242,7 +242,7 @@ impl ReceiptLog {
     /// the receipt's segment could not be stored (the chain then has a hole there, which
     /// `verify` reports).
     pub async fn issue(&self, body: ReceiptBody) -> Result<Receipt, LedgerError> {
-        self.chain(body)?.signed().await
+        self.chain(body, true)?.signed().await
     }
 
     /// Appends one receipt to the chain (its seq and chain hash are fixed on return) and queues
@@ -252,18 +252,25 @@ impl ReceiptLog {
     /// since neither path flushes (module docs, "Crash semantics"). Dropping the returned
     /// [`ChainedReceipt`] does not drop the receipt: it is signed and stored with its batch.
     ///
+    /// `will_wait`: the caller will await [`ChainedReceipt::signed`], so the signer signs at
+    /// once; otherwise it may wait a few milliseconds for more receipts to share the signature
+    /// (`receipt/signer.rs`, `LINGER`).
+    ///
     /// Errors: [`LedgerError::Key`] when the signer task has stopped (fail closed: the caller
     /// has no receipt and must not act on the decision).
-    pub fn chain(&self, body: ReceiptBody) -> Result<ChainedReceipt, LedgerError> {
+    pub fn chain(&self, body: ReceiptBody, will_wait: bool) -> Result<ChainedReceipt, LedgerError> {
         let receipt_id = ids::new_id("rcpt");
         let issued_at = ids::rfc3339(ids::now());
         let digest = content_digest(&receipt_id, &issued_at, &body);
-        let covered = self.signer.append(signer::Draft {
-            receipt_id: receipt_id.clone(),
-            issued_at,
-            body,
-            digest,
-        })?;
+        let covered = self.signer.append(
+            signer::Draft {
+                receipt_id: receipt_id.clone(),
+                issued_at,
+                body,
+                digest,
+            },
+            will_wait,
+        )?;
         Ok(ChainedReceipt {
             receipt_id,
             covered,

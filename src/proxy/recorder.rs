@@ -8,6 +8,9 @@
 //! calls share one append. Durability is unchanged: proxy events were never flushed one by one
 //! (sled flushes on its interval); a crash loses what was queued or not yet flushed, as before.
 //!
+//! The task lingers up to [`LINGER`] (or until [`BATCH`] events are queued) before it writes,
+//! so even one agent's calls share inserts; that delay is far inside sled's own flush interval.
+//!
 //! Invariants:
 //! * Order: one writer at a time (the `writing` lock spans take-and-append), so events reach
 //!   the ledger in the order they were queued, across the task and inline writes.
@@ -24,6 +27,14 @@ use tokio::task::JoinHandle;
 
 /// Queued events at which `record` writes the queue on the caller's thread.
 pub const MAX_QUEUED: usize = 16 * 1024;
+
+/// How long the task lets events gather after the first one of a queue before it writes
+/// them, so that a few calls at a time (one agent) still share a sled insert. Bounded by
+/// [`BATCH`]: a queue that reaches it is written at once.
+pub const LINGER: std::time::Duration = std::time::Duration::from_millis(5);
+
+/// Queued events that end the linger early.
+pub const BATCH: usize = 64;
 
 /// Where batches go: `Ledger::append_entries` of the process's ledger.
 pub type Sink = Box<dyn Fn(Vec<NewEntry>) -> Result<u64, LedgerError> + Send + Sync>;
@@ -71,8 +82,9 @@ impl Recorder {
         };
         if queued >= MAX_QUEUED || s.closed.load(Ordering::Acquire) {
             s.write_queued();
-        } else if was_empty {
-            // The task takes the whole queue, so only the first event of a queue wakes it.
+        } else if was_empty || queued == BATCH {
+            // The task takes the whole queue, so only the first event of a queue wakes it (to
+            // start the linger) and the BATCH-th (to end it).
             s.wake.notify_one();
         }
     }
@@ -103,6 +115,10 @@ impl Drop for Recorder {
 async fn run(shared: Arc<Shared>) {
     loop {
         shared.wake.notified().await;
+        if !shared.closed.load(Ordering::Acquire) && lock(&shared.queue).len() < BATCH {
+            // Linger; `close` or the BATCH-th event ends it early.
+            let _ = tokio::time::timeout(LINGER, shared.wake.notified()).await;
+        }
         shared.write_queued();
         if shared.closed.load(Ordering::Acquire) {
             break;

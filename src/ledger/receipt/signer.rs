@@ -5,10 +5,13 @@
 //! tokio runtime that opened it) takes the queued receipts (at most [`MAX_BATCH`]), signs one
 //! checkpoint over the last of them, stores checkpoint and receipts as one [`Segment`] value
 //! (one sled insert per batch), and hands each waiter its stored receipt and the checkpoint.
-//! There is no timed linger: the task only yields once to the runtime before taking a batch, so
-//! requests that are already runnable append first. An idle log therefore signs and stores each
-//! receipt at once; under load, receipts that arrive while a batch is being signed and stored
-//! share the next signature and insert.
+//! When a caller waits for a queued receipt (POST /v1/enforce, holds) there is no timed linger:
+//! the task only yields once to the runtime before taking a batch, so requests that are already
+//! runnable append first. An idle log therefore signs and stores such a receipt at once; under
+//! load, receipts that arrive while a batch is being signed and stored share the next signature
+//! and insert. Receipts nobody waits for (the forward proxy's ALLOW and BLOCK, which act on the
+//! chained receipt) let the task linger up to [`LINGER`] first, so that one agent's calls share
+//! a signature and an insert too instead of waking the task for each.
 //!
 //! [`Segment`]: super::Segment
 //!
@@ -30,6 +33,9 @@ use tokio::sync::{oneshot, Notify};
 /// Most receipts one checkpoint signature covers (bounds `checkpoint_path` at `MAX_BATCH - 1`
 /// digests, about 4.3 KB of JSON, and a segment at about 32 KB).
 pub(crate) const MAX_BATCH: usize = 64;
+
+/// How long the task lets receipts that nobody waits for gather before it signs them.
+pub(crate) const LINGER: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// A receipt before it has a place in the chain.
 pub(crate) struct Draft {
@@ -60,6 +66,8 @@ struct Unsigned {
 struct State {
     head: ChainHead,
     unsigned: Vec<Unsigned>,
+    /// True when a queued receipt has a caller waiting for its signature.
+    awaited: bool,
     stopped: bool,
 }
 
@@ -99,6 +107,7 @@ impl Signer {
             state: Mutex::new(State {
                 head,
                 unsigned: Vec::new(),
+                awaited: false,
                 stopped: false,
             }),
             key,
@@ -111,10 +120,11 @@ impl Signer {
     }
 
     /// Appends `draft` to the chain and queues it for signing. Returns the receiver of its
-    /// [`Delivery`].
+    /// [`Delivery`]. `awaited`: the caller waits for the signature (the task signs at once);
+    /// otherwise the task may linger up to [`LINGER`] for more receipts to share it.
     ///
     /// Errors: [`LedgerError::Key`] when the signer task has stopped.
-    pub(crate) fn append(&self, draft: Draft) -> Result<Covered, LedgerError> {
+    pub(crate) fn append(&self, draft: Draft, awaited: bool) -> Result<Covered, LedgerError> {
         let (waiter, covered) = oneshot::channel();
         let mut state = self.shared.lock();
         if state.stopped {
@@ -125,6 +135,9 @@ impl Signer {
         let prev_hash = std::mem::replace(&mut state.head.hash, hash.clone());
         state.head.seq = seq;
         let was_idle = state.unsigned.is_empty();
+        // The first awaited receipt of a lingering queue ends the linger.
+        let hurry = awaited && !state.awaited;
+        state.awaited |= awaited;
         let entry = ReceiptEntry {
             receipt_id: draft.receipt_id,
             seq,
@@ -139,9 +152,9 @@ impl Signer {
             waiter,
         });
         drop(state);
-        if was_idle {
+        if was_idle || hurry {
             // The task drains the queue until it is empty, so only the first receipt of a
-            // queue needs to wake it.
+            // queue needs to wake it (and the first awaited one, to end a linger).
             self.wake.notify_one();
         }
         Ok(covered)
@@ -173,6 +186,9 @@ impl Shared {
         let mut batch: Vec<Unsigned> = {
             let mut state = self.lock();
             let take = state.unsigned.len().min(MAX_BATCH);
+            if take == state.unsigned.len() {
+                state.awaited = false;
+            }
             state.unsigned.drain(..take).collect()
         };
         let (Some(first), Some(last)) = (batch.first(), batch.last()) else {
@@ -235,12 +251,19 @@ impl Drop for StopOnExit {
     }
 }
 
-/// The signer task: wait for a queue, yield once so runnable requests append first, sign
-/// batches until the queue is empty, repeat. Ends when the log is dropped.
+/// The signer task: wait for a queue, linger up to [`LINGER`] when nobody waits for a queued
+/// receipt, yield once so runnable requests append first, sign batches until the queue is
+/// empty, repeat. Ends when the log is dropped.
 async fn run(shared: Weak<Shared>, wake: Arc<Notify>) {
     let _stop = StopOnExit(shared.clone());
     loop {
         wake.notified().await;
+        let awaited = shared.upgrade().map(|log| log.lock().awaited);
+        if awaited == Some(false) {
+            // Only receipts nobody waits for (the forward proxy's): let more share the
+            // signature; an awaited append or the log's drop ends the wait early.
+            let _ = tokio::time::timeout(LINGER, wake.notified()).await;
+        }
         loop {
             tokio::task::yield_now().await;
             let Some(log) = shared.upgrade() else {

@@ -401,3 +401,30 @@ async fn read_from_returns_stored_receipts_in_order_across_segments() {
     assert!(seqs(9, 10).is_empty());
     assert_eq!(log.read_from(1, 1).unwrap()[0].body.subject_id, "first");
 }
+
+#[tokio::test(start_paused = true)]
+async fn receipts_nobody_waits_for_share_a_signature_and_an_awaited_one_is_signed_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let log = ReceiptLog::open(&store, dir.path()).unwrap();
+    let first = log.chain(body("a"), false).unwrap();
+    // The signer runs now and lingers instead of signing "a" alone.
+    tokio::task::yield_now().await;
+    tokio::task::yield_now().await;
+    assert!(segments(&store).is_empty(), "signed before the linger ended");
+    let _second = log.chain(body("b"), false).unwrap();
+    let _third = log.chain(body("c"), false).unwrap();
+    let signed = first.signed().await.unwrap();
+    assert_eq!(signed.entry.seq, 1);
+    assert_eq!(signed.checkpoint_seq, 3, "one checkpoint covers all three");
+    assert_eq!(stored_checkpoints(&store).len(), 1);
+    // An awaited receipt ends a linger at once: with time paused, waiting for it must not need
+    // the clock to advance.
+    let _lingering = log.chain(body("d"), false).unwrap();
+    tokio::task::yield_now().await;
+    let before = tokio::time::Instant::now();
+    let awaited = log.chain(body("e"), true).unwrap().signed().await.unwrap();
+    assert_eq!(awaited.checkpoint_seq, 5);
+    assert!(before.elapsed() < super::signer::LINGER, "{:?}", before.elapsed());
+    assert!(verify(&store, &log.public_key_pem()).unwrap().ok());
+}
