@@ -77,6 +77,9 @@ pub(super) fn store_shipment(
     let accepted = records.len() as u64;
     let last_cp_seq = core.ledger.append_batch(&p.tenant_id, records)?;
     let first_cp_seq = last_cp_seq + 1 - accepted;
+    // One insert per id, on purpose: sled 0.34's `apply_batch` runs the same per-key insert
+    // under a database-wide write lock, and measured slower per id (BENCHMARKS.md, "Ledger
+    // shipping", experiments not kept).
     for (n, &i) in claim.indices.iter().enumerate() {
         shipped.put(&p.keys[i], &(first_cp_seq + n as u64))?;
     }
