@@ -22,7 +22,9 @@ mod test_support;
 pub use chain::{Ledger, LedgerEntry, NewEntry};
 pub use event::{Event, EventType, SourceType};
 pub use ingest::{BatchAck, Clock, IngestConfig, Ingestor, MAX_EVENTS_PER_BATCH};
-pub use receipt::{ChainedReceipt, Receipt, ReceiptBody, ReceiptEntry, ReceiptKind, ReceiptLog, TAIL_WINDOW};
+pub use receipt::{
+    ChainedReceipt, Receipt, ReceiptBody, ReceiptEntry, ReceiptKind, ReceiptLog, TAIL_WINDOW,
+};
 pub use signing::{key_id, PRIVATE_KEY_FILE, PUBLIC_KEY_FILE};
 pub use verify::VerifyReport;
 
