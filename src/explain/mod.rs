@@ -59,6 +59,16 @@ pub struct Organization {
     pub dashboard_url: Option<String>,
 }
 
+/// Loads and checks the explanation templates of `dir` the way [`Explainer::load`] does at
+/// start-up (with the default organization), without a store: `toolgate policy check` uses it
+/// so that a pack it accepts is one `serve` accepts.
+///
+/// Errors: as [`Explainer::load`].
+pub fn check_templates(dir: &Path) -> Result<(), ExplainError> {
+    let org = context::normalize_org(Organization::default());
+    Templates::load(dir, &org).map(|_| ())
+}
+
 /// Builds, stores and reads explanations. Cheap to share behind an `Arc`; `Send + Sync`.
 pub struct Explainer {
     templates: arc_swap::ArcSwap<Templates>,

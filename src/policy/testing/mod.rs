@@ -57,6 +57,12 @@ impl fmt::Display for CheckReport {
 /// * a rule sets `step_up_timeout_seconds` but its effect is neither step_up nor defer.
 pub fn check(dir: &Path) -> Result<CheckReport, PolicyError> {
     let snapshot = PolicySnapshot::load(dir)?;
+    // `serve` refuses a pack whose explanation templates do not load; so does `check`.
+    let explanations = dir.join("explanations");
+    crate::explain::check_templates(&explanations).map_err(|e| PolicyError::Invalid {
+        path: explanations.display().to_string(),
+        message: e.to_string(),
+    })?;
     let mut warnings = Vec::new();
     for rule in snapshot.rules.iter() {
         let prefix = format!("{}: rule `{}`", rule.file, rule.def.id);
@@ -82,6 +88,29 @@ mod tests {
     use super::*;
     use crate::policy::test_support::{pack_dir, MINIMAL_PACK};
 
+    /// `pack_dir` plus the default pack's explanation templates.
+    fn pack_with_explanations(pack: &str, rules: &[(&str, &str)]) -> tempfile::TempDir {
+        let dir = pack_dir(pack, rules);
+        let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("policy/explanations");
+        let to = dir.path().join("explanations");
+        std::fs::create_dir_all(&to).unwrap();
+        for f in std::fs::read_dir(&from).unwrap() {
+            let f = f.unwrap();
+            std::fs::copy(f.path(), to.join(f.file_name())).unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn a_pack_whose_explanations_do_not_load_fails_the_check() {
+        let missing = check(pack_dir(MINIMAL_PACK, &[]).path()).unwrap_err();
+        assert!(missing.to_string().contains("explanations"), "{missing}");
+        let dir = pack_with_explanations(MINIMAL_PACK, &[]);
+        std::fs::write(dir.path().join("explanations/default.j2"), "{% if %}").unwrap();
+        let broken = check(dir.path()).unwrap_err();
+        assert!(broken.to_string().contains("default.j2"), "{broken}");
+    }
+
     #[test]
     fn check_lists_warnings_per_rule() {
         let rules = "[[rule]]\nid = \"env\"\ndescription = \"d\"\nwhen = 'purpose == \"billing\"'\neffect = \"block\"\n\
@@ -89,7 +118,7 @@ mod tests {
                      step_up_timeout_seconds = 60\n\
                      [[rule]]\nid = \"late\"\ndescription = \"d\"\nwhen = 'tool_name == \"x\"'\neffect = \"block\"\n\
                      step_up_timeout_seconds = 60\n";
-        let dir = pack_dir(MINIMAL_PACK, &[("r.toml", rules)]);
+        let dir = pack_with_explanations(MINIMAL_PACK, &[("r.toml", rules)]);
         let report = check(dir.path()).unwrap();
         assert_eq!(report.rules, 3);
         assert_eq!(report.warnings.len(), 2, "{report}");
@@ -100,7 +129,7 @@ mod tests {
         assert!(text.starts_with("pack test 1 (digest "), "{text}");
         assert!(text.ends_with("2 warnings"), "{text}");
 
-        let clean = check(pack_dir(MINIMAL_PACK, &[]).path()).unwrap();
+        let clean = check(pack_with_explanations(MINIMAL_PACK, &[]).path()).unwrap();
         assert!(clean.ok());
         assert!(check(pack_dir("name = 1", &[]).path()).is_err());
     }
