@@ -526,28 +526,57 @@ async fn a_plain_http_call_is_recorded_with_its_own_url() {
 }
 
 #[tokio::test]
-async fn events_carry_the_recent_history_and_its_length_while_the_policy_sees_all_of_it() {
+async fn events_carry_the_last_16_calls_and_name_stored_receipts_after_a_stop() {
     let tg = ProxyApp::start(None).await;
     let up = Upstream::plain().await;
     let client = tg.agent_client(&[]);
-    let calls = 20;
-    for i in 0..calls {
-        let resp = client
-            .get(up.url(&format!("/allowed?call={i}")))
+    let mut tools = Vec::new();
+    for i in 0..20 {
+        let req = if i % 3 == 0 {
+            tools.push("crm.note");
+            client
+                .post(up.url("/crm/customers/C-1042/notes"))
+                .header("content-type", "application/json")
+                .body(r#"{"text": "call back"}"#)
+        } else {
+            tools.push("http.request");
+            client.get(up.url(&format!("/allowed?call={i}")))
+        };
+        let resp = req
             .header("x-toolgate-session-id", "sess-history")
             .send()
             .await
             .unwrap();
         assert_eq!(resp.status(), StatusCode::OK);
     }
-    let ledger = tg.stop_and_read_ledger().await;
-    let pre = events(&ledger, "TOOL_CALL_PRE", "http.request");
-    assert_eq!(pre.len(), calls, "{ledger:?}");
+    // Stop at once: the last receipts are still in the signer's linger and the last events in
+    // the recorder's queue; shutdown must write both before its final flush.
+    let core = tg.core().clone();
+    tg.stop().await;
+    let ledger = ledger_of(&core);
+    let pre: Vec<&Value> = ledger
+        .iter()
+        .filter(|(k, r)| k == "TOOL_CALL_PRE" && r["session_id"] == "sess-history")
+        .map(|(_, r)| r)
+        .collect();
+    assert_eq!(pre.len(), tools.len(), "{ledger:?}");
+    let receipts: std::collections::HashSet<String> = core
+        .receipts
+        .read_from(1, 10_000)
+        .unwrap()
+        .into_iter()
+        .map(|r| r.receipt_id)
+        .collect();
     for (i, e) in pre.iter().enumerate() {
-        assert_eq!(e["metadata"]["session_tool_calls_total"], i, "{e}");
-        let history = e["session_tool_calls"].as_array().unwrap();
-        assert_eq!(history.len(), i.min(16), "{e}");
-        assert!(history.iter().all(|t| t == "http.request"), "{e}");
+        assert_eq!(e["tool_name"], tools[i], "{e}");
+        assert_eq!(e["metadata"]["session_tool_calls_len"], i, "{e}");
+        let expected = &tools[i.saturating_sub(16)..i];
+        assert_eq!(e["session_tool_calls"], json!(expected), "call {i}: {e}");
+        let receipt = e["metadata"]["receipt_id"].as_str().unwrap();
+        assert!(
+            receipts.contains(receipt),
+            "call {i}: {receipt} is not stored"
+        );
     }
 }
 

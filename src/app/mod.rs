@@ -86,7 +86,12 @@ pub struct Bound {
     pub core: AppState,
     shutdown_tx: watch::Sender<bool>,
     servers: Vec<JoinHandle<()>>,
+    /// The proxy's event recorder, closed at shutdown before the final flush.
+    proxy_events: Option<Arc<crate::proxy::Recorder>>,
 }
+
+/// Longest wait at shutdown for the proxy's queued events and unsigned receipts to be written.
+pub const SETTLE_SECONDS: u64 = 5;
 
 /// Opens everything and binds the role's listeners. Every listener is bound before it returns,
 /// and the ready file (if configured) is written last.
@@ -148,9 +153,10 @@ pub async fn build(config: Config, role: Role) -> Result<Bound, BuildError> {
         ),
         Role::Serve => None,
     };
+    let mut proxy_events = None;
     let proxy_addr = match role {
         Role::Up | Role::Serve => {
-            let (addr, task) = crate::proxy::bind(core.clone(), shutdown_rx.clone())
+            let (addr, task, events) = crate::proxy::bind(core.clone(), shutdown_rx.clone())
                 .await
                 .map_err(|e| match e {
                     crate::proxy::ProxyError::Tls(t) => {
@@ -159,6 +165,7 @@ pub async fn build(config: Config, role: Role) -> Result<Bound, BuildError> {
                     other => BuildError::Runtime(other.to_string()),
                 })?;
             servers.push(task);
+            proxy_events = Some(events);
             Some(addr)
         }
         Role::ControlPlane => None,
@@ -170,6 +177,7 @@ pub async fn build(config: Config, role: Role) -> Result<Bound, BuildError> {
         core,
         shutdown_tx,
         servers,
+        proxy_events,
     };
     bound.announce()?;
     Ok(bound)
@@ -310,14 +318,25 @@ impl Bound {
         Ok(())
     }
 
-    /// Stops accepting, drains in-flight requests (bounded by `shutdown_grace_seconds`), flushes
-    /// storage. Returns once the listeners are closed.
+    /// Stops accepting, drains in-flight requests (bounded by `shutdown_grace_seconds`), writes
+    /// the proxy's queued events and the receipts nobody waited for (bounded by
+    /// [`SETTLE_SECONDS`]), flushes storage. Returns once the listeners are closed.
     pub async fn shutdown(self) {
         let grace = Duration::from_secs(self.core.config.shutdown_grace_seconds);
         self.shutdown_tx.send_replace(true);
         let drain = futures_join_all(self.servers);
         if tokio::time::timeout(grace, drain).await.is_err() {
             tracing::warn!("shutdown grace passed with requests still in flight");
+        }
+        let settle = async {
+            if let Some(events) = &self.proxy_events {
+                events.close().await;
+            }
+            self.core.receipts.settle().await;
+        };
+        let settle_for = Duration::from_secs(SETTLE_SECONDS);
+        if tokio::time::timeout(settle_for, settle).await.is_err() {
+            tracing::error!("receipts or proxy events were still being written at the final flush");
         }
         if let Err(e) = self.core.store.flush().await {
             tracing::error!(error = %e, "final flush failed");

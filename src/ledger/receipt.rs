@@ -1,14 +1,17 @@
 //! Hash-chained decision receipts covered by signed checkpoints (DESIGN.md, "Evidence";
 //! docs/ledger.md, "Receipts"): every decision and every hold resolution gets one.
 //!
-//! Hot path: [`ReceiptLog::issue`] runs for every /v1/enforce decision. It hashes the receipt's
-//! content outside any lock, appends it to the chain under a short lock (seq, chain hash, head),
-//! then awaits the signer task (`receipt/signer.rs`). The signer signs *checkpoints* (the chain
+//! Hot path: [`ReceiptLog::issue`] runs for every /v1/enforce decision, [`ReceiptLog::chain`]
+//! for every forward-proxy decision. Both hash the receipt's content outside any lock and append
+//! it to the chain under a short lock (seq, chain hash, head); `issue` then awaits the signer
+//! task (`receipt/signer.rs`), `chain` returns at once (the signer may linger a few
+//! milliseconds for more receipts; [`ReceiptLog::settle`] at shutdown ends that). The signer signs *checkpoints* (the chain
 //! head `{seq, hash}`) rather than single receipts: every receipt appended while it was busy is
 //! covered by its next signature (group commit, as transparency logs sign tree heads), and it
 //! stores each checkpoint with the receipts it covers as one [`Segment`] in the `Receipts` tree
 //! at `seq_key(checkpoint seq)`: one sled insert per batch. An idle log signs and stores each
-//! receipt at once.
+//! awaited receipt at once. A failed segment insert stops the signer: every later receipt is
+//! refused, so callers fail closed.
 //!
 //! Crash semantics: nothing here flushes; sled's background flusher writes segments within
 //! about 500 ms, so a crash may lose the segments stored since the last flush (the receipts in
@@ -247,10 +250,13 @@ impl ReceiptLog {
 
     /// Appends one receipt to the chain (its seq and chain hash are fixed on return) and queues
     /// it for the signer's next checkpoint, without waiting for the signature. The forward
-    /// proxy forwards an allowed call as soon as its receipt is chained: waiting for the
-    /// signature would add the signer's round trip to every call and make it no more durable,
-    /// since neither path flushes (module docs, "Crash semantics"). Dropping the returned
-    /// [`ChainedReceipt`] does not drop the receipt: it is signed and stored with its batch.
+    /// proxy forwards an allowed call as soon as its receipt is chained: waiting would add the
+    /// signer's round trip to every call. Against a crash it is as durable as waiting, since
+    /// neither path flushes (module docs); a clean shutdown calls [`ReceiptLog::settle`] before
+    /// its final flush. What differs: if the segment insert fails, the calls of that batch have
+    /// already been forwarded without a stored receipt; the signer then stops, so every later
+    /// call is refused. Dropping the returned [`ChainedReceipt`] does not drop the receipt: it
+    /// is signed and stored with its batch.
     ///
     /// `will_wait`: the caller will await [`ChainedReceipt::signed`], so the signer signs at
     /// once; otherwise it may wait a few milliseconds for more receipts to share the signature
@@ -276,6 +282,13 @@ impl ReceiptLog {
             covered,
             key_id: self.key_id.clone(),
         })
+    }
+
+    /// Waits until every receipt chained so far is signed and stored (ending the signer's
+    /// linger), so that the final flush at shutdown covers the receipts the forward proxy did
+    /// not wait for. Returns at once when the signer has stopped; callers bound the wait.
+    pub async fn settle(&self) {
+        self.signer.settle().await
     }
 
     /// The public key as SubjectPublicKeyInfo PEM (the content of `receipt-signing.pub`).

@@ -5,6 +5,7 @@
 //! drain stops accepting, asks each connection to finish its in-flight request, and waits until
 //! every clone is dropped (bounded by `shutdown_grace_seconds` in `app`).
 
+use super::recorder::Recorder;
 use super::{connect, intercept, Proxy, ProxyError, Target};
 use crate::api::ApiError;
 use crate::state::AppState;
@@ -31,15 +32,17 @@ pub(crate) struct ConnGuard {
     pub shutdown: watch::Receiver<bool>,
 }
 
-/// Binds the proxy listener on `core.config.proxy_listen` and starts accepting. The returned
-/// task ends after shutdown once every connection has finished (the caller bounds the wait).
+/// Binds the proxy listener on `core.config.proxy_listen` and starts accepting. Returns the bound
+/// address, the accept task (it ends after shutdown once every connection has finished and the
+/// event recorder is closed; the caller bounds the wait) and the event recorder, which the
+/// caller closes itself when that wait runs out, before the final flush.
 ///
 /// Errors: [`ProxyError::Tls`] when the local CA cannot be loaded or created, or the upstream
 /// trust store is unusable; [`ProxyError::Bind`] when the address cannot be bound.
 pub async fn bind(
     core: AppState,
     shutdown: watch::Receiver<bool>,
-) -> Result<(SocketAddr, JoinHandle<()>), ProxyError> {
+) -> Result<(SocketAddr, JoinHandle<()>, Arc<Recorder>), ProxyError> {
     let addr = core.config.proxy_listen;
     let proxy = Arc::new(Proxy::new(core)?);
     let listener = TcpListener::bind(addr)
@@ -48,7 +51,9 @@ pub async fn bind(
     let local = listener
         .local_addr()
         .map_err(|source| ProxyError::Bind { addr, source })?;
-    Ok((local, tokio::spawn(accept_loop(proxy, listener, shutdown))))
+    let recorder = proxy.recorder.clone();
+    let task = tokio::spawn(accept_loop(proxy, listener, shutdown));
+    Ok((local, task, recorder))
 }
 
 async fn accept_loop(proxy: Arc<Proxy>, listener: TcpListener, shutdown: watch::Receiver<bool>) {

@@ -41,6 +41,7 @@ mod tools_list;
 mod upstream;
 
 pub use listener::bind;
+pub use recorder::Recorder;
 
 use crate::state::AppState;
 use crate::tls::{LeafCache, LocalCa, TlsError};

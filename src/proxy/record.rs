@@ -18,7 +18,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 /// Most names of the session's earlier calls an event carries in `session_tool_calls` (the
-/// most recent ones); `metadata.session_tool_calls_total` gives how many there were. The
+/// most recent ones); `metadata.session_tool_calls_len` gives the length of the list the policy
+/// saw (the proxy keeps at most 256 per session, `calls.rs`). The
 /// policy still sees the proxy's whole history (up to 256 calls); the ledger keeps it too, as
 /// the TOOL_CALL_PRE of every forwarded call, so repeating all of it in every event would
 /// store a session's history once per call (quadratic growth) for nothing.
@@ -56,7 +57,7 @@ impl EventBase {
         let history = &req.session_tool_calls;
         let recent = &history[history.len().saturating_sub(EVENT_HISTORY)..];
         let mut metadata = req.metadata.clone().unwrap_or_default();
-        metadata.insert("session_tool_calls_total".into(), history.len().into());
+        metadata.insert("session_tool_calls_len".into(), history.len().into());
         EventBase {
             tenant_id: req.tenant_id.clone(),
             session_id: req.session_id.clone(),

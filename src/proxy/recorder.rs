@@ -187,22 +187,31 @@ mod tests {
         }
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn every_event_reaches_the_ledger_in_order_by_close() {
+    #[tokio::test(flavor = "current_thread")]
+    async fn every_event_reaches_the_ledger_in_order_and_a_full_queue_is_written_inline() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         let ledger = Arc::new(Ledger::open(&store).unwrap());
-        let sink = ledger.clone();
-        let rec = Recorder::start(Box::new(move |e| sink.append_entries(e)));
-        let n = MAX_QUEUED + 500; // crosses the inline-write threshold once
+        let batches = Arc::new(Mutex::new(Vec::new()));
+        let (sink, seen) = (ledger.clone(), batches.clone());
+        let rec = Recorder::start(Box::new(move |e: Vec<NewEntry>| {
+            lock(&seen).push(e.len());
+            sink.append_entries(e)
+        }));
+        // One thread and no await in the loop: the task cannot run, so the queue fills up and
+        // the MAX_QUEUED-th record writes it on the caller's thread.
+        let n = MAX_QUEUED + 500;
         for i in 0..n {
             rec.record(event(i));
-            if i % 1000 == 0 {
-                tokio::task::yield_now().await;
-            }
         }
+        assert_eq!(
+            *lock(&batches),
+            vec![MAX_QUEUED],
+            "the full queue was written inline"
+        );
         rec.close().await;
         rec.record(event(n)); // after close: written inline
+        assert_eq!(*lock(&batches), vec![MAX_QUEUED, 500, 1]);
         let all = ledger.read_from(1, n + 10).unwrap();
         assert_eq!(all.len(), n + 1);
         for (i, e) in all.iter().enumerate() {

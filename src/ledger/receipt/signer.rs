@@ -28,7 +28,7 @@ use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use ed25519_dalek::{Signer as _, SigningKey};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
-use tokio::sync::{oneshot, Notify};
+use tokio::sync::{oneshot, watch, Notify};
 
 /// Most receipts one checkpoint signature covers (bounds `checkpoint_path` at `MAX_BATCH - 1`
 /// digests, about 4.3 KB of JSON, and a segment at about 32 KB).
@@ -76,6 +76,8 @@ struct Shared {
     key: SigningKey,
     key_id: String,
     receipts: Tree,
+    /// The last seq the task has dealt with (stored, or failed to store); `settle` waits on it.
+    done: watch::Sender<u64>,
 }
 
 /// Handle on the chain head and the signer task. Dropping it ends the task.
@@ -103,6 +105,7 @@ impl Signer {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
             LedgerError::Key("the receipt signer needs a tokio runtime".to_string())
         })?;
+        let head_seq = head.seq;
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 head,
@@ -113,6 +116,7 @@ impl Signer {
             key,
             key_id,
             receipts,
+            done: watch::Sender::new(head_seq),
         });
         let wake = Arc::new(Notify::new());
         runtime.spawn(run(Arc::downgrade(&shared), wake.clone()));
@@ -164,6 +168,23 @@ impl Signer {
     pub(crate) fn head_seq(&self) -> u64 {
         self.shared.lock().head.seq
     }
+
+    /// Ends any linger and waits until every receipt chained so far has been signed and stored
+    /// (or its insert failed), so that a final flush covers the receipts nobody waited for.
+    /// Returns at once when the task has stopped. Callers bound the wait.
+    pub(crate) async fn settle(&self) {
+        let (target, stopped) = {
+            let mut state = self.shared.lock();
+            state.awaited |= !state.unsigned.is_empty();
+            (state.head.seq, state.stopped)
+        };
+        if stopped {
+            return;
+        }
+        let mut done = self.shared.done.subscribe();
+        self.wake.notify_one();
+        let _ = done.wait_for(|seq| *seq >= target).await;
+    }
 }
 
 impl Drop for Signer {
@@ -203,6 +224,17 @@ impl Shared {
             signing_key_id: self.key_id.clone(),
         };
         let stored = self.store(&record, &batch);
+        if stored.is_err() {
+            // Fail closed: receipts nobody waits for (the proxy's) were acted on when chained;
+            // refuse every later receipt rather than let calls go on without stored evidence.
+            let mut state = self.lock();
+            state.stopped = true;
+            for u in state.unsigned.drain(..) {
+                let _ = u.waiter.send(Err(
+                    "the receipt signer stopped after a failed insert".into()
+                ));
+            }
+        }
         let digests = batch.iter_mut().map(|u| std::mem::take(&mut u.digest));
         let checkpoint = Arc::new(Checkpoint {
             seq: record.seq,
@@ -219,6 +251,7 @@ impl Shared {
             // A waiter whose issue() was dropped is gone; its receipt is stored and covered.
             let _ = u.waiter.send(delivery);
         }
+        self.done.send_replace(record.seq);
         true
     }
 
@@ -247,6 +280,8 @@ impl Drop for StopOnExit {
             let mut state = shared.lock();
             state.stopped = true;
             state.unsigned.clear();
+            // Wake `settle` callers: nothing more will be stored.
+            shared.done.send_replace(u64::MAX);
         }
     }
 }

@@ -411,7 +411,10 @@ async fn receipts_nobody_waits_for_share_a_signature_and_an_awaited_one_is_signe
     // The signer runs now and lingers instead of signing "a" alone.
     tokio::task::yield_now().await;
     tokio::task::yield_now().await;
-    assert!(segments(&store).is_empty(), "signed before the linger ended");
+    assert!(
+        segments(&store).is_empty(),
+        "signed before the linger ended"
+    );
     let _second = log.chain(body("b"), false).unwrap();
     let _third = log.chain(body("c"), false).unwrap();
     let signed = first.signed().await.unwrap();
@@ -425,6 +428,36 @@ async fn receipts_nobody_waits_for_share_a_signature_and_an_awaited_one_is_signe
     let before = tokio::time::Instant::now();
     let awaited = log.chain(body("e"), true).unwrap().signed().await.unwrap();
     assert_eq!(awaited.checkpoint_seq, 5);
-    assert!(before.elapsed() < super::signer::LINGER, "{:?}", before.elapsed());
+    assert!(
+        before.elapsed() < super::signer::LINGER,
+        "{:?}",
+        before.elapsed()
+    );
     assert!(verify(&store, &log.public_key_pem()).unwrap().ok());
+}
+
+#[tokio::test(start_paused = true)]
+async fn settle_stores_every_chained_receipt_without_waiting_out_the_linger() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let log = ReceiptLog::open(&store, dir.path()).unwrap();
+    for i in 0..3 {
+        drop(log.chain(body(&i.to_string()), false).unwrap());
+    }
+    tokio::task::yield_now().await;
+    let before = tokio::time::Instant::now();
+    log.settle().await;
+    assert!(
+        before.elapsed() < super::signer::LINGER,
+        "{:?}",
+        before.elapsed()
+    );
+    let stored: Vec<u64> = log
+        .read_from(1, 10)
+        .unwrap()
+        .iter()
+        .map(|r| r.seq)
+        .collect();
+    assert_eq!(stored, vec![1, 2, 3]);
+    log.settle().await; // nothing queued: returns at once
 }
