@@ -18,6 +18,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 mod events;
+mod links;
 mod receipts;
 
 /// Probing stops after this many consecutive missing sequence numbers.

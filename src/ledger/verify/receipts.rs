@@ -13,9 +13,9 @@
 //! A segment that passes covers each of its receipts: the hash chain links them to the signed
 //! head. Holes are classified like the event ledger's (`classify_holes`).
 
-use super::{classify_holes, common_checks, probe, ChainReport};
-use crate::ledger::canon::ZERO_HASH;
-use crate::ledger::receipt::{ReceiptEntry, Segment};
+use super::links::{Link, Links};
+use super::{probe, ChainReport};
+use crate::ledger::receipt::Segment;
 use crate::ledger::LedgerError;
 use crate::store::Tree;
 use ed25519_dalek::VerifyingKey;
@@ -24,12 +24,7 @@ use std::collections::BTreeSet;
 /// State of the walk between segments.
 struct Walk<'a> {
     key: &'a VerifyingKey,
-    report: ChainReport,
-    /// Seq the next segment's first receipt must have.
-    next: u64,
-    /// Stored hash of the last receipt (the next `prev_hash`), `None` when unknown.
-    prev: Option<String>,
-    missing: Vec<u64>,
+    links: Links,
 }
 
 /// Walks the `Receipts` tree; see the module docs.
@@ -42,16 +37,10 @@ pub(super) fn verify_receipts(
 ) -> Result<ChainReport, LedgerError> {
     let mut w = Walk {
         key,
-        report: ChainReport::default(),
-        next: 1,
-        prev: Some(ZERO_HASH.to_string()),
-        missing: Vec::new(),
+        links: Links::new(),
     };
     let stray = probe(tree, |at, bytes| w.segment(at, bytes))?;
-    let mut report = w.report;
-    classify_holes(&mut report, w.missing, noted);
-    report.stray(stray);
-    Ok(report)
+    Ok(w.links.finish(noted, stray))
 }
 
 impl Walk<'_> {
@@ -59,47 +48,31 @@ impl Walk<'_> {
     fn segment(&mut self, at: u64, bytes: &[u8]) {
         let s: Segment = match serde_json::from_slice(bytes) {
             Ok(s) => s,
-            Err(e) => return self.broken(at, format!("segment does not decode: {e}")),
+            Err(e) => {
+                return self
+                    .links
+                    .broken(at, format!("segment does not decode: {e}"))
+            }
         };
         let Some(first) = s.receipts.first().map(|r| r.seq) else {
-            return self.broken(at, "segment has no receipts".to_string());
+            return self.links.broken(at, "segment has no receipts".to_string());
         };
-        let start = if first > self.next && first <= at {
-            self.missing.extend(self.next..first);
-            self.prev = None;
-            first
-        } else {
-            self.next
-        };
+        let start = self.links.start(first, at);
         for (seq, r) in (start..).zip(&s.receipts) {
-            self.receipt(seq, r);
+            let item = Link {
+                seq: r.seq,
+                prev_hash: &r.prev_hash,
+                hash: &r.hash,
+                computed: r.compute_hash(),
+            };
+            self.links.link(seq, item);
         }
         if let Some(what) = self.checkpoint_problem(at, &s) {
-            self.report.problem(at, format!("checkpoint: {what}"));
+            self.links.report.problem(at, format!("checkpoint: {what}"));
         } else {
-            self.report.checkpoints += 1;
+            self.links.report.checkpoints += 1;
         }
-        self.next = at + 1;
-    }
-
-    /// Checks one receipt of a segment, expected at `seq`.
-    fn receipt(&mut self, seq: u64, r: &ReceiptEntry) {
-        let computed = r.compute_hash();
-        let prev = self.prev.as_deref();
-        if let Some(what) = common_checks(seq, r.seq, prev, &r.prev_hash, &r.hash, &computed) {
-            self.report.problem(seq, what);
-        }
-        self.prev = Some(r.hash.clone());
-        self.report.entries += 1;
-        self.report.last_seq = self.report.last_seq.max(seq);
-    }
-
-    /// A segment at `at` that cannot be checked: the link after it is unknown.
-    fn broken(&mut self, at: u64, what: String) {
-        self.report.problem(at, what);
-        self.report.last_seq = self.report.last_seq.max(at);
-        self.prev = None;
-        self.next = at + 1;
+        self.links.end(at);
     }
 
     /// `None` when the segment's checkpoint is the given key's signature over the chain head
