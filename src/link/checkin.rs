@@ -18,17 +18,12 @@ pub async fn run(
     core: AppState,
     client: CpClient,
     status: std::sync::Arc<LinkStatus>,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) {
     let every = Duration::from_secs(core.config.checkin_interval_seconds);
     let mut registered = false;
-    let mut tick = tokio::time::interval(every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = stop.wait_for(|s| *s) => return,
-        }
+    let mut rounds = super::Rounds::new(every, stop);
+    while rounds.next().await {
         let result = once(&core, &client, &mut registered).await;
         status.note("checkin", result.as_ref().err().map(|e| e.to_string()));
     }

@@ -93,3 +93,27 @@ pub fn spawn(
         tokio::spawn(relay::apply(c, client, status, s)),
     ])
 }
+
+/// The rounds of a periodic link task: the first at once, then one every `every` (a late
+/// round delays the next instead of bunching them), until shutdown.
+pub(crate) struct Rounds {
+    tick: tokio::time::Interval,
+    stop: watch::Receiver<bool>,
+}
+
+impl Rounds {
+    /// Rounds every `every` until `stop` turns true.
+    pub(crate) fn new(every: std::time::Duration, stop: watch::Receiver<bool>) -> Rounds {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        Rounds { tick, stop }
+    }
+
+    /// Waits for the next round; false once the process is stopping.
+    pub(crate) async fn next(&mut self) -> bool {
+        tokio::select! {
+            _ = self.tick.tick() => true,
+            _ = self.stop.wait_for(|s| *s) => false,
+        }
+    }
+}

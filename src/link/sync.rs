@@ -18,18 +18,13 @@ pub async fn run(
     core: AppState,
     client: CpClient,
     status: Arc<LinkStatus>,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) {
     let every = Duration::from_secs(core.config.sync_interval_seconds);
     let mut policy_tag = None;
     let mut keys_tag = None;
-    let mut tick = tokio::time::interval(every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = stop.wait_for(|s| *s) => return,
-        }
+    let mut rounds = super::Rounds::new(every, stop);
+    while rounds.next().await {
         let keys = sync_keys(&core, &client, &mut keys_tag).await;
         let policy = sync_policy(&core, &client, &mut policy_tag).await;
         let error = policy.err().or(keys.err());
