@@ -247,26 +247,15 @@ fn conclude<R>(core: &AppState, d: Decided, receipt: R) -> EnforcementDecision<R
     respond(d, receipt, latency_ms)
 }
 
-/// Hex SHA-256 of the request's canonical JSON (struct field order; object keys sorted),
-/// streamed into the hash without an intermediate buffer.
+/// Hex SHA-256 of the request's canonical JSON (struct field order; object keys sorted).
+///
+/// Errors: [`ApiError::Internal`] if the request cannot be encoded (it always can).
 pub fn request_hash(req: &EnforcementRequest) -> Result<String, ApiError> {
-    let mut hasher = HashWriter(Sha256::new());
-    serde_json::to_writer(&mut hasher, req).map_err(|e| ApiError::Internal(e.to_string()))?;
-    Ok(hex::encode(hasher.0.finalize()))
-}
-
-/// `std::io::Write` into a SHA-256 state (never fails).
-struct HashWriter(Sha256);
-
-impl std::io::Write for HashWriter {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.update(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
+    // Encoded into one buffer and hashed in one pass: feeding the hasher token by token (a
+    // quote, a name, a comma, …) cost about twice as much for a 256-name session history.
+    let mut json = Vec::with_capacity(4096);
+    serde_json::to_writer(&mut json, req).map_err(|e| ApiError::Internal(e.to_string()))?;
+    Ok(hex::encode(Sha256::digest(&json)))
 }
 
 /// The id the receipt attests: a hold token for STEP_UP, a violation_id for BLOCK, a decision id

@@ -8,6 +8,7 @@
 use crate::vocab::EnforcementMode;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use std::sync::Arc;
 
 /// Longest identifier (agent_id, tenant_id, tool_name, session_id, user_id, …), in bytes.
 pub const MAX_ID_LEN: usize = 256;
@@ -32,8 +33,10 @@ pub struct EnforcementRequest {
     pub user_id: String,
     /// Tool names intended for this session (not an authorization grant). Entries may end in `*`.
     pub approved_scope: Vec<String>,
-    /// Tool names already called in this session, in order.
-    pub session_tool_calls: Vec<String>,
+    /// Tool names already called in this session, in order. Shared (`Arc`): the proxy hands
+    /// every call of a session the same list it keeps (`proxy::calls::SessionCalls`) instead
+    /// of a copy; it serializes as a plain JSON array.
+    pub session_tool_calls: Arc<Vec<String>>,
     /// How the verdict is shaped (DESIGN.md, decision algorithm step 4).
     pub enforcement_mode: EnforcementMode,
     /// Proposed arguments (a JSON object).
@@ -144,7 +147,10 @@ fn id_problem(value: &str) -> Option<String> {
     if value.len() > MAX_ID_LEN {
         return Some(format!("is longer than {MAX_ID_LEN} bytes"));
     }
-    if value.chars().any(char::is_control) {
+    // Printable ASCII (almost every identifier) is settled in one pass over the bytes; anything
+    // else is checked char by char, which also finds the C1 controls (U+0080..U+009F).
+    let printable_ascii = value.bytes().all(|b| (0x20..0x7f).contains(&b));
+    if !printable_ascii && value.chars().any(char::is_control) {
         return Some("must not contain control characters".into());
     }
     None
@@ -209,5 +215,33 @@ mod tests {
         let mut v = base();
         v["enforcement_mode"] = json!("yolo");
         assert!(serde_json::from_value::<EnforcementRequest>(v).is_err());
+    }
+
+    #[test]
+    fn identifiers_with_control_characters_are_refused_and_other_text_is_not() {
+        for bad in [
+            "tab\there",
+            "nul\u{0}",
+            "del\u{7f}",
+            "c1\u{85}x",
+            "\u{9f}",
+            "a\u{e9}\nb",
+        ] {
+            let problem = id_problem(bad).unwrap_or_default();
+            assert_eq!(problem, "must not contain control characters", "{bad:?}");
+            let mut v = base();
+            v["session_tool_calls"] = json!(["fine", bad]);
+            let r: EnforcementRequest = serde_json::from_value(v).unwrap();
+            let err = r.validate().unwrap_err();
+            assert!(err.starts_with("session_tool_calls[1] "), "{err}");
+        }
+        for good in [
+            "crm.lookup",
+            "~!@#$%^&*()_+ {}|:<>?",
+            "caf\u{e9}.\u{1f600}",
+            "\u{a0}nbsp",
+        ] {
+            assert_eq!(id_problem(good), None, "{good:?}");
+        }
     }
 }

@@ -21,7 +21,7 @@ pub fn request(tool: &str) -> EnforcementRequest {
         session_id: "s-1".into(),
         user_id: "u-1".into(),
         approved_scope: vec![tool.into()],
-        session_tool_calls: Vec::new(),
+        session_tool_calls: Default::default(),
         enforcement_mode: EnforcementMode::Block,
         tool_args: None,
         environment: None,

@@ -12,7 +12,6 @@ use crate::holds::HoldRecord;
 use crate::policy::EnforcementRequest;
 use crate::vocab::{AuthorizationDecision, Decision, ReasonCode};
 use serde_json::{Map, Value};
-use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -23,8 +22,12 @@ const CALLS_PER_SESSION: usize = 256;
 
 /// `session_tool_calls` as the proxy saw them: tool names of forwarded calls per
 /// (tenant, session), bounded in sessions and in calls per session.
+///
+/// Each session's list is shared copy-on-write: [`SessionCalls::history`] hands out the list
+/// itself (an `Arc`, no copy of up to 256 names per call), and [`SessionCalls::record`] appends
+/// in place unless a call still holds the previous list, which then keeps its snapshot.
 pub struct SessionCalls {
-    cache: quick_cache::sync::Cache<String, Arc<Mutex<VecDeque<String>>>>,
+    cache: quick_cache::sync::Cache<String, Arc<Mutex<Arc<Vec<String>>>>>,
 }
 
 impl Default for SessionCalls {
@@ -40,14 +43,12 @@ impl SessionCalls {
         format!("{tenant}\u{1f}{session}")
     }
 
-    /// Tool names already forwarded in this session, oldest first.
-    pub fn history(&self, tenant: &str, session: &str) -> Vec<String> {
+    /// Tool names already forwarded in this session, oldest first (at most
+    /// `CALLS_PER_SESSION`, 256).
+    pub fn history(&self, tenant: &str, session: &str) -> Arc<Vec<String>> {
         match self.cache.get(&Self::key(tenant, session)) {
-            Some(list) => list
-                .lock()
-                .map(|l| l.iter().cloned().collect())
-                .unwrap_or_default(),
-            None => Vec::new(),
+            Some(list) => list.lock().map(|l| l.clone()).unwrap_or_default(),
+            None => Arc::default(),
         }
     }
 
@@ -59,11 +60,12 @@ impl SessionCalls {
                 Ok::<_, std::convert::Infallible>(Arc::default())
             })
             .unwrap_or_default();
-        if let Ok(mut l) = list.lock() {
+        if let Ok(mut shared) = list.lock() {
+            let l = Arc::make_mut(&mut shared);
             if l.len() == CALLS_PER_SESSION {
-                l.pop_front();
+                l.remove(0);
             }
-            l.push_back(tool.to_string());
+            l.push(tool.to_string());
         };
     }
 }
@@ -358,4 +360,29 @@ fn fill_from_decision(ex: &mut ExplainRequest, d: &ProxyDecision) {
     ex.matched_rule_ids = d.matched_rule_ids.clone();
     ex.matched_control_ids = d.matched_control_ids.clone();
     ex.policy_references = d.policy_references.clone();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn history_is_a_snapshot_and_keeps_the_last_calls_per_session() {
+        let calls = SessionCalls::default();
+        calls.record("t1", "s1", "a");
+        let before = calls.history("t1", "s1");
+        for i in 0..CALLS_PER_SESSION + 10 {
+            calls.record("t1", "s1", &format!("tool.{i}"));
+        }
+        // A call that took the list keeps what it saw.
+        assert_eq!(*before, ["a"]);
+        let now = calls.history("t1", "s1");
+        assert_eq!(now.len(), CALLS_PER_SESSION);
+        assert_eq!(now.first().map(String::as_str), Some("tool.10"));
+        let last = format!("tool.{}", CALLS_PER_SESSION + 9);
+        assert_eq!(now.last(), Some(&last));
+        // Sessions and tenants are kept apart.
+        assert!(calls.history("t2", "s1").is_empty());
+        assert!(calls.history("t1", "s2").is_empty());
+    }
 }
