@@ -135,7 +135,35 @@ pub struct NewEntry {
     /// Record kind.
     pub kind: String,
     /// The record.
-    pub record: Value,
+    pub record: Record,
+}
+
+impl NewEntry {
+    /// An event as a new entry: kind `event_type`, the record its canonical JSON
+    /// ([`Event::write_canonical`](crate::ledger::Event::write_canonical), no `Value` tree).
+    ///
+    /// Errors: what serde_json reports for an event it cannot write (none in practice).
+    pub fn event(event: crate::ledger::Event) -> Result<NewEntry, serde_json::Error> {
+        let mut record = Vec::with_capacity(1024);
+        event.write_canonical(&mut record)?;
+        Ok(NewEntry {
+            tenant_id: event.tenant_id,
+            kind: event.event_type.as_str().to_string(),
+            record: Record::Canonical(record),
+        })
+    }
+}
+
+/// The record of a [`NewEntry`].
+#[derive(Debug, Clone)]
+pub enum Record {
+    /// A JSON value, written as its canonical JSON.
+    Json(Value),
+    /// Canonical JSON its producer already wrote (object keys in byte order, no whitespace,
+    /// serde_json's string and number forms), e.g. by `Event::write_canonical`, stored and
+    /// hashed as given. It must be exactly what canonicalizing the parsed value gives, or
+    /// `toolgate ledger verify` reports the entry as altered.
+    Canonical(Vec<u8>),
 }
 
 /// The seq and hash of an entry (what resuming the head needs).
@@ -197,7 +225,7 @@ impl Ledger {
         let entries = entries.into_iter().map(|(kind, record)| NewEntry {
             tenant_id: tenant_id.to_string(),
             kind,
-            record,
+            record: Record::Json(record),
         });
         self.append_entries(entries.collect())
     }
@@ -239,14 +267,19 @@ impl Ledger {
             record,
         } in entries
         {
-            record_json.clear();
-            canonical_json(&record, &mut record_json);
-            drop(record);
+            let record: &[u8] = match &record {
+                Record::Json(value) => {
+                    record_json.clear();
+                    canonical_json(value, &mut record_json);
+                    &record_json
+                }
+                Record::Canonical(bytes) => bytes,
+            };
             let fields = Fields {
                 seq: tip.seq + 1,
                 tenant_id: &tenant_id,
                 kind: &kind,
-                record: &record_json,
+                record,
                 recorded_at,
                 prev_hash: &tip.hash,
             };

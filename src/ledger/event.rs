@@ -304,5 +304,7 @@ fn camel_to_snake(key: &str) -> String {
     out
 }
 
+mod canonical;
+
 #[cfg(test)]
 mod tests;

@@ -19,7 +19,7 @@ pub mod verify;
 #[cfg(test)]
 mod test_support;
 
-pub use chain::{Ledger, LedgerEntry, NewEntry};
+pub use chain::{Ledger, LedgerEntry, NewEntry, Record};
 pub use event::{Event, EventType, SourceType};
 pub use ingest::{BatchAck, Clock, IngestConfig, Ingestor, MAX_EVENTS_PER_BATCH};
 pub use receipt::{

@@ -136,16 +136,11 @@ impl Shared {
         }
         let n = batch.len();
         let entries = batch.into_iter().filter_map(|event| {
-            let kind = event.event_type.as_str().to_string();
-            let tenant_id = event.tenant_id.clone();
-            match serde_json::to_value(&event) {
-                Ok(record) => Some(NewEntry {
-                    tenant_id,
-                    kind,
-                    record,
-                }),
+            let kind = event.event_type;
+            match NewEntry::event(event) {
+                Ok(entry) => Some(entry),
                 Err(e) => {
-                    tracing::error!(error = %e, event_type = %kind, "proxy event does not encode; not recorded");
+                    tracing::error!(error = %e, event_type = kind.as_str(), "proxy event does not encode; not recorded");
                     None
                 }
             }

@@ -148,3 +148,66 @@ fn metadata_keys_become_snake_case_and_snake_case_wins_clashes() {
         })
     );
 }
+
+/// `Event::write_canonical` against the reference: canonicalizing the event's serde encoding.
+fn assert_canonical(event: &Event) {
+    let mut expected = Vec::new();
+    crate::ledger::canon::canonical_json(&serde_json::to_value(event).unwrap(), &mut expected);
+    let mut written = Vec::new();
+    event.write_canonical(&mut written).unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&written),
+        String::from_utf8_lossy(&expected)
+    );
+}
+
+#[test]
+fn canonical_writing_matches_canonicalizing_the_encoded_event() {
+    // The smallest event: no agent, tool or metadata.
+    let mut event = Event::from_json(0, &valid()).unwrap();
+    assert_canonical(&event);
+    // Every field, and metadata whose keys were inserted out of order, nested at every depth,
+    // with numbers and strings that have more than one plausible spelling.
+    event.agent_id = Some("agent-\u{e9}".into());
+    event.tool_name = Some("crm.\"quoted\"\\tool".into());
+    event.approved_scope = vec!["b*".into(), "a".into()];
+    event.session_tool_calls = vec!["z".into(), "\u{2028}line".into(), "\u{1f600}".into()];
+    event.content = "{\"x\":1,\n\"ctl\":\"\u{1}\u{7f}\"}".into();
+    let mut metadata = Map::new();
+    for (k, v) in [
+        ("zeta", json!(1)),
+        ("\u{e9}t\u{e9}", json!("accent sorts after z in bytes")),
+        ("Alpha", json!(true)),
+        ("alpha", json!(null)),
+        ("floats", json!([0.1, 1.5, 1e300, -2.5e-8, 100.0])),
+        ("ints", json!([u64::MAX, i64::MIN, 0, -1])),
+        (
+            "nested",
+            json!({"y": {"b": [{"d": 1, "c": 2}], "a": "x"}, "x": []}),
+        ),
+        ("a_b", json!({})),
+        ("a", json!("\u{0}\t\"\\/")),
+    ] {
+        metadata.insert(k.into(), v);
+    }
+    event.metadata = Some(metadata);
+    assert_canonical(&event);
+    let mut written = Vec::new();
+    event.write_canonical(&mut written).unwrap();
+    let text = String::from_utf8(written).unwrap();
+    // Keys in byte order, at the top and inside metadata.
+    let order = [
+        "\"agent_id\"",
+        "\"approved_scope\"",
+        "\"content\"",
+        "\"user_id\"",
+    ];
+    let at: Vec<usize> = order.iter().map(|k| text.find(k).unwrap()).collect();
+    assert!(at.windows(2).all(|w| w[0] < w[1]), "{text}");
+    assert!(
+        text.find("\"Alpha\"").unwrap() < text.find("\"a\":").unwrap(),
+        "{text}"
+    );
+    assert!(text.find("\"zeta\"").unwrap() < text.find("\"\u{e9}t\u{e9}\"").unwrap());
+    assert!(text.contains(r#"{"c":2,"d":1}"#), "{text}");
+}
