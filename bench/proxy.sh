@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Forward-proxy load test: the same tool calls made directly, through toolgate's proxy (policy
-# on: every request is classified, decided and receipted), and through squid and tinyproxy
-# (Debian's packages) as plain forward proxies, in one run (this machine is shared and noisy:
-# compare ratios within a run, not absolute numbers). BENCHMARKS.md, "Forward proxy".
+# on: every request is classified, decided and receipted), through squid and tinyproxy
+# (Debian's packages) as plain forward proxies, and through a second squid intercepting HTTPS
+# (ssl-bump), in one run (this machine is shared and noisy: compare ratios within a run, not
+# absolute numbers). BENCHMARKS.md, "Forward proxy".
 #
 #   bash bench/proxy.sh [duration_seconds=8] [connections=32]
 #
@@ -14,6 +15,9 @@
 #   HTTPS       — examples/proxy_load at $connections and at 1: direct TLS; squid and tinyproxy
 #                 as CONNECT tunnels (TLS end to end, nothing inspected); toolgate intercepting
 #                 (TLS terminated with a leaf of its CA, request decided, new TLS upstream);
+#                 squid-bump, squid intercepting the same way with ssl-bump (peek, stare, bump:
+#                 a leaf of a throwaway CA mimicking the upstream's, the upstream verified), the
+#                 like-for-like comparison with toolgate's interception;
 #   memory      — a fresh toolgate holds HOLD_N requests (a step_up rule) over plain HTTP, then
 #                 another fresh one HOLD_N intercepted HTTPS requests; (RSS after − before) / N.
 # toolgate also runs the HTTPS cases as a pass-through CONNECT tunnel (the bench pack tunnels
@@ -25,19 +29,23 @@
 #   HOLD_RATE=50        held requests started per second (0: all at once; concurrent hold
 #                       creation can wedge sled's flush_async, see BENCHMARKS.md)
 #   KEEP_WORK=1         keep the temp dir (logs, configs) and print its path
-# Needs wrk, squid and tinyproxy (installed from Debian's packages when missing), python3, curl.
+# Needs wrk, squid-openssl (Debian's squid built with ssl-bump; it replaces the `squid` package),
+# tinyproxy and openssl (installed from Debian's packages when missing), python3, curl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dur="${1:-8}"; conns="${2:-32}"; hold_n="${HOLD_N:-500}"; hold_rate="${HOLD_RATE:-50}"
 
+export PATH="$PATH:/usr/sbin"
 missing=()
 command -v wrk >/dev/null || missing+=(wrk)
-command -v squid >/dev/null || [ -x /usr/sbin/squid ] || missing+=(squid)
+# Debian's `squid` (GnuTLS) has no ssl-bump; `squid-openssl` (the same squid with OpenSSL and
+# security_file_certgen) replaces it and also serves the forward-proxy and tunnel rows.
+[[ "$(squid -v 2>/dev/null)" == *--enable-ssl-crtd* ]] || missing+=(squid-openssl)
 command -v tinyproxy >/dev/null || [ -x /usr/bin/tinyproxy ] || missing+=(tinyproxy)
+command -v openssl >/dev/null || missing+=(openssl)
 if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-export PATH="$PATH:/usr/sbin"
 if [ -n "${TOOLGATE_BIN:-}" ]; then
   cargo build --release --quiet --example echo_upstream --example proxy_load
 else
@@ -200,15 +208,60 @@ tinyproxy -d -c "$work/tinyproxy.conf" >"$work/tinyproxy.out" 2>&1 &
 pids+=($!)
 squid_url="http://127.0.0.1:$squid_port"; tiny_url="http://127.0.0.1:$tiny_port"
 
+# ---- squid-bump: a second squid (same hygiene) intercepting HTTPS with ssl-bump. Its CA is a
+# throwaway made here; peek (step 1), stare (step 2), bump (step 3, server-first) so the leaf it
+# mints mimics the upstream's certificate (the IP SAN included: a client-first bump would lack
+# it); it verifies the upstream against the upstream CA, as toolgate does. cache_log is kept
+# (errors only) because TLS failures show nowhere else.
+bump_port=$(free_port); bump_dir="$work/squid-bump"
+mkdir -p "$bump_dir"; chmod 777 "$bump_dir"
+openssl req -x509 -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -days 2 \
+  -subj "/CN=toolgate bench squid-bump CA" -addext "basicConstraints=critical,CA:TRUE" \
+  -addext "keyUsage=critical,keyCertSign,cRLSign" \
+  -keyout "$bump_dir/ca-key.pem" -out "$bump_dir/ca.pem" 2>/dev/null
+bump_ca="$bump_dir/ca.pem"
+/usr/lib/squid/security_file_certgen -c -s "$bump_dir/ssl_db" -M 4MB >/dev/null
+chmod -R a+rwX "$bump_dir/ssl_db"   # the cert helper runs as squid's user
+cat >"$bump_dir/squid.conf" <<EOF
+http_port 127.0.0.1:$bump_port ssl-bump generate-host-certificates=on dynamic_cert_mem_cache_size=4MB tls-cert=$bump_ca tls-key=$bump_dir/ca-key.pem
+sslcrtd_program /usr/lib/squid/security_file_certgen -s $bump_dir/ssl_db -M 4MB
+sslcrtd_children 4 startup=1 idle=1
+acl step1 at_step SslBump1
+acl step2 at_step SslBump2
+ssl_bump peek step1
+ssl_bump stare step2
+ssl_bump bump all
+tls_outgoing_options cafile=$upstream_ca
+acl local src 127.0.0.0/8
+http_access allow local
+http_access deny all
+cache deny all
+cache_mem 0 MB
+access_log none
+cache_store_log none
+cache_log $bump_dir/cache.log
+pid_filename $bump_dir/squid.pid
+coredump_dir $bump_dir
+netdb_filename none
+pinger_enable off
+forwarded_for delete
+shutdown_lifetime 0 seconds
+max_filedescriptors 8192
+EOF
+squid -N -f "$bump_dir/squid.conf" >"$bump_dir/out" 2>&1 &
+pids+=($!)
+bump_url="http://127.0.0.1:$bump_port"
+
 # ---- sanity: every path answers the echo (and toolgate decides: its ALLOW forwards)
 probe() { curl -sf -X POST -H 'Content-Type: application/json' -d '{"customer_id":"C-1042"}' "$@" | grep -q bench.echo; }
 wait_for 20 probe -x "$squid_url" "http://$up_plain/tool" || { cat "$work/squid/out" >&2; exit 1; }
 wait_for 20 probe -x "$tiny_url" "http://$up_plain/tool" || { cat "$work/tinyproxy.out" >&2; exit 1; }
 for px in "$squid_url" "$tiny_url"; do probe -x "$px" --cacert "$upstream_ca" "https://$up_tls/tool"; done
+wait_for 20 probe -x "$bump_url" --cacert "$bump_ca" "https://$up_tls/tool" || { echo "squid-bump HTTPS probe failed" >&2; cat "$bump_dir/out" "$bump_dir/cache.log" >&2; exit 1; }
 probe -x "$tg_proxy" --proxy-user "$tg_cred" "http://$up_plain/tool" || { echo "toolgate plain HTTP probe failed" >&2; cat "$work/tg/toolgate.log" >&2; exit 1; }
 curl -sf -x "$tg_proxy" --proxy-user "$tg_cred" "http://$up_plain/tool" | grep -q bench.echo || { echo "toolgate GET probe failed" >&2; exit 1; }
 probe -x "$tg_proxy" --proxy-user "$tg_cred" --cacert "$tg_ca" "https://$up_tls/tool" || { echo "toolgate HTTPS probe failed" >&2; cat "$work/tg/toolgate.log" >&2; exit 1; }
-echo "squid $squid_url, tinyproxy $tiny_url: all paths answer"
+echo "squid $squid_url, tinyproxy $tiny_url, squid-bump $bump_url: all paths answer"
 
 # ---- runners; each appends "case proto conns rps p50_us p99_us errors" to $results
 to_us() { awk '{v=$1; u=v; sub(/[0-9.]+/,"",u); sub(/[a-z]+$/,"",v); m=(u=="us")?1:(u=="ms")?1000:(u=="s")?1000000:1; printf "%.0f", v*m}' <<<"$1"; }
@@ -261,11 +314,12 @@ pl_case direct http-get 1 --url "http://$up_plain/tool" --direct --method GET
 pl_case squid http-get 1 --url "http://$up_plain/tool" --proxy "$squid_url" --method GET
 pl_case toolgate http-get 1 --url "http://$up_plain/tool" "${tg_plain[@]}" --method GET
 
-echo "== HTTPS, $conns connections, ${dur}s (proxy_load; squid/tinyproxy tunnel, toolgate intercepts)"
+echo "== HTTPS, $conns connections, ${dur}s (proxy_load; squid/tinyproxy tunnel, toolgate and squid-bump intercept)"
 pl_case direct https "$conns" --url "https://$up_tls/tool" --direct --ca "$upstream_ca"
 pl_case squid https "$conns" --url "https://$up_tls/tool" --proxy "$squid_url" --ca "$upstream_ca"
 pl_case tinyproxy https "$conns" --url "https://$up_tls/tool" --proxy "$tiny_url" --ca "$upstream_ca"
 pl_case toolgate https "$conns" --url "https://$up_tls/tool" "${tg_plain[@]}" --ca "$tg_ca"
+pl_case squid-bump https "$conns" --url "https://$up_tls/tool" --proxy "$bump_url" --ca "$bump_ca"
 pl_case toolgate-tunnel https "$conns" --url "https://localhost:${up_tls##*:}/tool" "${tg_plain[@]}" --ca "$upstream_ca"
 
 echo "== HTTPS, 1 connection, ${dur}s (proxy_load)"
@@ -273,6 +327,7 @@ pl_case direct https 1 --url "https://$up_tls/tool" --direct --ca "$upstream_ca"
 pl_case squid https 1 --url "https://$up_tls/tool" --proxy "$squid_url" --ca "$upstream_ca"
 pl_case tinyproxy https 1 --url "https://$up_tls/tool" --proxy "$tiny_url" --ca "$upstream_ca"
 pl_case toolgate https 1 --url "https://$up_tls/tool" "${tg_plain[@]}" --ca "$tg_ca"
+pl_case squid-bump https 1 --url "https://$up_tls/tool" --proxy "$bump_url" --ca "$bump_ca"
 pl_case toolgate-tunnel https 1 --url "https://localhost:${up_tls##*:}/tool" "${tg_plain[@]}" --ca "$upstream_ca"
 
 echo "toolgate RSS after the loads: $(rss_kib "$tg_pid") KiB"
@@ -320,11 +375,11 @@ for line in open(sys.argv[1]):
     name, proto, c, rps, p50, p99, errs = f
     rows[(name, proto, int(c))] = (float(rps), int(p50), int(p99), int(errs))
 conns = int(sys.argv[2])
-names = ["direct", "squid", "tinyproxy", "toolgate", "toolgate-tunnel"]
+names = ["direct", "squid", "tinyproxy", "toolgate", "squid-bump", "toolgate-tunnel"]
 note = {"http": {"squid": "forward proxy", "tinyproxy": "forward proxy", "toolgate": "policy on"},
         "http-get": {"squid": "forward proxy, pooled upstream", "toolgate": "policy on"},
         "https": {"squid": "CONNECT tunnel", "tinyproxy": "CONNECT tunnel", "toolgate": "intercepted, policy on",
-                  "toolgate-tunnel": "CONNECT tunnel, pass_through"}}
+                  "squid-bump": "ssl-bump, TLS intercepted", "toolgate-tunnel": "CONNECT tunnel, pass_through"}}
 print(f"| proto | path | req/s @{conns} | p50 @{conns} | p99 @{conns} | p50 @1 | added p50 @1 | errors |")
 print("|---|---|---|---|---|---|---|---|")
 for proto in ["http", "http-get", "https"]:
@@ -351,6 +406,10 @@ tt, sq = rows.get(("toolgate-tunnel", "https", conns)), rows.get(("squid", "http
 tt1, d1 = rows.get(("toolgate-tunnel", "https", 1)), rows.get(("direct", "https", 1))
 if tt and sq and tt1 and d1:
     print(f"https tunnel (no interception): toolgate/squid throughput {tt[0] / sq[0]:.2f}x, toolgate added median latency at 1 connection {tt1[1] - d1[1]} µs")
+tg, sb = rows.get(("toolgate", "https", conns)), rows.get(("squid-bump", "https", conns))
+sb1, d1 = rows.get(("squid-bump", "https", 1)), rows.get(("direct", "https", 1))
+if tg and sb and sb1 and d1:
+    print(f"https intercepted vs intercepted: toolgate/squid-bump throughput {tg[0] / sb[0]:.2f}x, squid-bump added median latency at 1 connection {sb1[1] - d1[1]} µs")
 for proto, (n, before, after) in holds.items():
     per = (after - before) / n if n else float("nan")
     print(f"memory ({proto}): {n} held, RSS {before} -> {after} KiB, {per:.1f} KiB per held connection (target <= 64 KiB: {ok(per <= 64)})")
