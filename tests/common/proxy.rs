@@ -188,10 +188,16 @@ impl ProxyApp {
 
     /// Stops the app, then reads every ledger entry `(kind, record)`, in order. The proxy's
     /// events are appended by its recorder task off the request path; stopping drains the
-    /// connections and closes the recorder, so every event of the test's calls is in.
+    /// connections and closes the recorder, so every event of the test's calls is in. Panics
+    /// unless both chains (events and receipts) verify as `toolgate ledger verify` checks them.
     pub async fn stop_and_read_ledger(self) -> Vec<(String, Value)> {
         let core = self.core().clone();
         self.stop().await;
+        // Every test that reads the proxy's events also checks that the chains verify (the
+        // recorder writes events' canonical JSON itself; `ledger verify` recomputes it).
+        let report = toolgate::ledger::verify::verify(&core.store, &core.receipts.public_key_pem())
+            .expect("the ledger can be read for verification");
+        assert!(report.ok(), "ledger verify after stop: {report:?}");
         ledger_of(&core)
     }
 
