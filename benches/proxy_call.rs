@@ -2,9 +2,10 @@
 //! (which `benches/decide.rs` covers): the request hash and validation of an
 //! EnforcementRequest that carries the proxy's whole session history (256 names, the proxy's
 //! window), and the recorder's append of 64 proxy events (a full batch) to a sled ledger in a
-//! temp dir: encoding, chaining and the insert. BENCHMARKS.md, "Forward proxy".
+//! temp dir: encoding, chaining and the insert. BENCHMARKS.md, "Forward proxy". The append
+//! benchmark grows its ledger to about 1 GB over a run; the temp dir is removed at the end.
 //!
-//! Run: `cargo bench --bench proxy_call -- --warm-up-time 1 --measurement-time 3`.
+//! Run: `cargo bench --bench proxy_call -- --warm-up-time 1 --measurement-time 4`.
 
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion};
 use serde_json::{json, Map, Value};
