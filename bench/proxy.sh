@@ -169,10 +169,8 @@ start_toolgate tg
 echo "toolgate: proxy $tg_proxy, idle RSS $(rss_kib "$tg_pid") KiB"
 
 # ---- squid (one worker, the Debian default) and tinyproxy, plain forward proxies
-squid_port=$(free_port)
-mkdir -p "$work/squid"; chmod 777 "$work/squid"
-cat >"$work/squid/squid.conf" <<EOF
-http_port 127.0.0.1:$squid_port
+squid_hygiene() {  # squid_hygiene DIR CACHE_LOG: the settings both squids share (no cache, no logs)
+  cat <<EOF
 acl local src 127.0.0.0/8
 http_access allow local
 http_access deny all
@@ -180,15 +178,19 @@ cache deny all
 cache_mem 0 MB
 access_log none
 cache_store_log none
-cache_log /dev/null
-pid_filename $work/squid/squid.pid
-coredump_dir $work/squid
+cache_log $2
+pid_filename $1/squid.pid
+coredump_dir $1
 netdb_filename none
 pinger_enable off
 forwarded_for delete
 shutdown_lifetime 0 seconds
 max_filedescriptors 8192
 EOF
+}
+squid_port=$(free_port)
+mkdir -p "$work/squid"; chmod 777 "$work/squid"
+{ echo "http_port 127.0.0.1:$squid_port"; squid_hygiene "$work/squid" /dev/null; } >"$work/squid/squid.conf"
 squid -N -f "$work/squid/squid.conf" >"$work/squid/out" 2>&1 &
 pids+=($!)
 tiny_port=$(free_port)
@@ -232,22 +234,8 @@ ssl_bump peek step1
 ssl_bump stare step2
 ssl_bump bump all
 tls_outgoing_options cafile=$upstream_ca
-acl local src 127.0.0.0/8
-http_access allow local
-http_access deny all
-cache deny all
-cache_mem 0 MB
-access_log none
-cache_store_log none
-cache_log $bump_dir/cache.log
-pid_filename $bump_dir/squid.pid
-coredump_dir $bump_dir
-netdb_filename none
-pinger_enable off
-forwarded_for delete
-shutdown_lifetime 0 seconds
-max_filedescriptors 8192
 EOF
+squid_hygiene "$bump_dir" "$bump_dir/cache.log" >>"$bump_dir/squid.conf"
 squid -N -f "$bump_dir/squid.conf" >"$bump_dir/out" 2>&1 &
 pids+=($!)
 bump_url="http://127.0.0.1:$bump_port"
