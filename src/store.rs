@@ -276,6 +276,12 @@ impl Tree {
         }
     }
 
+    /// The raw bytes at the greatest key, if any (for values a caller decodes itself: the
+    /// ledger's segments, which may be compressed).
+    pub fn last_raw(&self) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.inner.last()?.map(|(_, v)| v.to_vec()))
+    }
+
     /// Number of entries (walks the tree: O(n)).
     pub fn len(&self) -> usize {
         self.inner.len()

@@ -30,13 +30,14 @@ use crate::store::{seq_key, Store, StoreError, Tree, TreeName};
 use segment::{decode_from, SegmentBuf};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 use serde_json::Value;
 use std::sync::{Mutex, MutexGuard};
 use tokio::sync::watch;
 
 mod segment;
 
+#[cfg(test)]
+pub(in crate::ledger) use segment::{compress, stored_json};
 pub(in crate::ledger) use segment::{decode_stored, is_segment};
 
 /// Domain tag of ledger entry hashes.
@@ -189,9 +190,9 @@ impl Ledger {
     /// (or is a segment without entries).
     pub fn open(store: &Store) -> Result<Ledger, LedgerError> {
         let tree = store.tree(TreeName::Ledger);
-        let head = match tree.last::<Box<RawValue>>()? {
-            Some((_, raw)) => {
-                let last = decode_stored::<SeqHash>(raw.get().as_bytes())
+        let head = match tree.last_raw()? {
+            Some(raw) => {
+                let last = decode_stored::<SeqHash>(&raw)
                     .and_then(|mut entries| {
                         entries.pop().ok_or_else(|| {
                             serde::de::Error::custom("the last segment has no entries")
@@ -302,7 +303,8 @@ impl Ledger {
         let Some((json, tip)) = segment.finish() else {
             return Ok(());
         };
-        self.tree.put_raw(&seq_key(tip.seq), &json)?;
+        self.tree
+            .put_raw(&seq_key(tip.seq), &segment::compress(&json))?;
         *head = tip;
         Ok(())
     }

@@ -100,14 +100,33 @@ fn the_hash_covers_every_field() {
 
 /// `(key seq, entry seqs)` of every stored value.
 fn layout(store: &Store) -> Vec<(u64, Vec<u64>)> {
-    let rows: Vec<(Vec<u8>, Value)> = store.tree(TreeName::Ledger).scan(b"").unwrap();
-    rows.into_iter()
+    stored_values(store)
+        .into_iter()
         .map(|(k, v)| {
             let seqs = v["entries"].as_array().unwrap().iter();
             let seqs = seqs.map(|e| e["seq"].as_u64().unwrap()).collect();
             (u64::from_be_bytes(k.try_into().unwrap()), seqs)
         })
         .collect()
+}
+
+/// Every stored value of the ledger tree as JSON (decompressed).
+fn stored_values(store: &Store) -> Vec<(Vec<u8>, Value)> {
+    let tree = store.tree(TreeName::Ledger);
+    let rows = tree.range_raw(b"").map(Result::unwrap);
+    rows.map(|(k, v)| {
+        (
+            k,
+            serde_json::from_slice(&stored_json(&v).unwrap()).unwrap(),
+        )
+    })
+    .collect()
+}
+
+/// The JSON text stored at `seq`'s key.
+fn stored_text(store: &Store, seq: u64) -> String {
+    let raw = store.tree(TreeName::Ledger).get_raw(&seq_key(seq)).unwrap();
+    String::from_utf8(stored_json(&raw.unwrap()).unwrap().into_owned()).unwrap()
 }
 
 fn records(n: usize, size: usize) -> Vec<(String, Value)> {
@@ -130,7 +149,6 @@ fn one_append_is_stored_as_segments_of_at_most_64_entries() {
         (131, vec![131]),
     ];
     assert_eq!(layout(&store), want);
-    let raw = store.tree(TreeName::Ledger).get_raw(&seq_key(130)).unwrap();
     // Exactly what serde_json writes for the segment as a whole.
     #[derive(Serialize)]
     struct Whole {
@@ -139,7 +157,7 @@ fn one_append_is_stored_as_segments_of_at_most_64_entries() {
     let entries = ledger.read_from(129, 2).unwrap();
     let expected = serde_json::to_vec(&Whole { entries }).unwrap();
     assert_eq!(
-        String::from_utf8(raw.unwrap()).unwrap(),
+        stored_text(&store, 130),
         String::from_utf8(expected).unwrap()
     );
 }
@@ -158,11 +176,6 @@ fn entries_are_stored_exactly_as_serde_json_writes_them() {
     ledger
         .append("te\"nant", "K\u{7}ind", record.clone())
         .unwrap();
-    let raw = store
-        .tree(TreeName::Ledger)
-        .get_raw(&seq_key(1))
-        .unwrap()
-        .unwrap();
     let entry = ledger.read_from(1, 1).unwrap().remove(0);
     assert_eq!(entry.record, record);
     assert_eq!(entry.hash, entry.compute_hash());
@@ -170,7 +183,7 @@ fn entries_are_stored_exactly_as_serde_json_writes_them() {
         "{{\"entries\":[{}]}}",
         serde_json::to_string(&entry).unwrap()
     );
-    assert_eq!(String::from_utf8(raw).unwrap(), serde);
+    assert_eq!(stored_text(&store, 1), serde);
 }
 
 #[test]
@@ -184,10 +197,10 @@ fn large_entries_close_a_segment_early() {
     ledger.append_batch("t", entries).unwrap();
     let seqs: Vec<Vec<u64>> = layout(&store).into_iter().map(|(_, s)| s).collect();
     assert_eq!(seqs, vec![vec![1, 2], vec![3], vec![4, 5], vec![6]]);
-    let tree = store.tree(TreeName::Ledger);
-    for (key, _) in tree.scan::<Value>(b"").unwrap() {
-        let len = tree.get_raw(&key).unwrap().unwrap().len();
-        assert!(len <= SEGMENT_MAX_BYTES || key == seq_key(3), "{len}");
+    for (key, _) in stored_values(&store) {
+        let seq = u64::from_be_bytes(key.as_slice().try_into().unwrap());
+        let len = stored_text(&store, seq).len();
+        assert!(len <= SEGMENT_MAX_BYTES || seq == 3, "{len}");
     }
     assert_eq!(ledger.read_from(1, 10).unwrap().len(), 6);
 }
@@ -268,4 +281,76 @@ fn open_resumes_from_a_segment_or_an_old_single_entry() {
         vec![70, 71, 72, 73]
     );
     assert_eq!(tail[3].prev_hash, old.hash);
+}
+
+#[test]
+fn segments_are_stored_compressed_and_uncompressed_ones_still_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let ledger = Ledger::open(&store).unwrap();
+    // Proxy-like records: the same field names and much the same values in every entry.
+    let records: Vec<(String, Value)> = (0..64)
+        .map(|i| {
+            let r = json!({"event_type": "TOOL_CALL_PRE", "tool_name": "crm.lookup", "i": i,
+                "metadata": {"host": "127.0.0.1", "method": "POST", "path": "/tool"}});
+            ("EVENT".to_string(), r)
+        })
+        .collect();
+    ledger.append_batch("t", records).unwrap();
+    let tree = store.tree(TreeName::Ledger);
+    let raw = tree.get_raw(&seq_key(64)).unwrap().unwrap();
+    assert!(raw.starts_with(b"\0LZ4"), "{:?}", &raw[..8]);
+    let json = stored_text(&store, 64);
+    assert!(
+        raw.len() * 4 < json.len(),
+        "{} of {}",
+        raw.len(),
+        json.len()
+    );
+    // A segment written before compression (its JSON as is) reads, resumes and chains on.
+    tree.put_raw(&seq_key(64), json.as_bytes()).unwrap();
+    let ledger = Ledger::open(&store).unwrap();
+    assert_eq!(ledger.len(), 64);
+    ledger.append("t", "K", json!({"after": true})).unwrap();
+    let tail = ledger.read_from(63, 5).unwrap();
+    assert_eq!(
+        tail.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        vec![63, 64, 65]
+    );
+    assert_eq!(tail[2].prev_hash, tail[1].hash);
+    assert!(tail.iter().all(|e| e.hash == e.compute_hash()));
+}
+
+#[test]
+fn corrupt_compressed_segments_are_errors_not_crashes() {
+    let mut huge = b"\0LZ4".to_vec();
+    huge.extend_from_slice(&u32::MAX.to_le_bytes());
+    let mut short = compress(br#"{"entries":[{"seq":1}]}"#);
+    short[4] += 1; // claims one byte more than the block holds
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("truncated", b"\0LZ4\x01".to_vec()),
+        ("claims", huge),
+        (
+            "does not decompress",
+            b"\0LZ4\x10\0\0\0\xff\xff\xff".to_vec(),
+        ),
+        ("shorter than its length", short),
+    ];
+    for (want, bytes) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let ledger = Ledger::open(&store).unwrap();
+        ledger.append_batch("t", records(3, 1)).unwrap();
+        drop(ledger);
+        store
+            .tree(TreeName::Ledger)
+            .put_raw(&seq_key(3), &bytes)
+            .unwrap();
+        let err = stored_json(&bytes).unwrap_err().to_string();
+        assert!(err.contains(want), "{want}: {err}");
+        let Err(e) = Ledger::open(&store) else {
+            panic!("{want}: a corrupt last segment must not open")
+        };
+        assert!(e.to_string().contains(want), "{want}: {e}");
+    }
 }

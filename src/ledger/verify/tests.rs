@@ -55,12 +55,18 @@ impl Fixture {
     }
     /// Edits the JSON value at `seq_key(seq)` of `tree` (a segment in `Receipts`).
     fn edit(&self, tree: TreeName, seq: u64, edit: impl FnOnce(&mut Value)) {
+        use crate::ledger::chain::{compress, stored_json};
         let t = self.store.tree(tree);
-        let mut v: Value =
-            serde_json::from_slice(&t.get_raw(&seq_key(seq)).unwrap().unwrap()).unwrap();
+        let stored = t.get_raw(&seq_key(seq)).unwrap().unwrap();
+        let json = stored_json(&stored).unwrap();
+        let mut v: Value = serde_json::from_slice(&json).unwrap();
         edit(&mut v);
-        t.put_raw(&seq_key(seq), &serde_json::to_vec(&v).unwrap())
-            .unwrap();
+        // Written back in the form it was found in (compressed segments stay compressed).
+        let mut bytes = serde_json::to_vec(&v).unwrap();
+        if matches!(json, std::borrow::Cow::Owned(_)) {
+            bytes = compress(&bytes);
+        }
+        t.put_raw(&seq_key(seq), &bytes).unwrap();
     }
     /// A receipt chained after `last` (a forgery made without the key).
     fn forge_after(last: &ReceiptEntry) -> ReceiptEntry {

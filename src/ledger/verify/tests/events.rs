@@ -3,9 +3,14 @@
 use super::*;
 
 fn ledger_values(f: &Fixture) -> Vec<(u64, Value)> {
-    let rows: Vec<(Vec<u8>, Value)> = f.store.tree(TreeName::Ledger).scan(b"").unwrap();
-    rows.into_iter()
-        .map(|(k, v)| (u64::from_be_bytes(k.try_into().unwrap()), v))
+    let tree = f.store.tree(TreeName::Ledger);
+    tree.range_raw(b"")
+        .map(Result::unwrap)
+        .map(|(k, v)| {
+            let json = crate::ledger::chain::stored_json(&v).unwrap();
+            let key = u64::from_be_bytes(k.try_into().unwrap());
+            (key, serde_json::from_slice(&json).unwrap())
+        })
         .collect()
 }
 
@@ -85,6 +90,19 @@ async fn tampered_and_corrupt_events_are_detected() {
     let (at, what) = first(&f.verify().events);
     assert_eq!(at, 67);
     assert!(what.starts_with("entry does not decode"), "{what}");
+    // A compressed segment whose block is damaged.
+    let f = fixture(0, 67).await;
+    let tree = f.store.tree(TreeName::Ledger);
+    let mut bytes = tree.get_raw(&seq_key(64)).unwrap().unwrap();
+    let n = bytes.len();
+    bytes.truncate(n - 20);
+    tree.put_raw(&seq_key(64), &bytes).unwrap();
+    let (at, what) = first(&f.verify().events);
+    assert_eq!(at, 64);
+    assert!(
+        what.starts_with("segment does not decode: compressed segment"),
+        "{what}"
+    );
 }
 
 /// The entries of a stored segment.
