@@ -1,6 +1,7 @@
 //! The stored form of ledger segments (docs/ledger.md, "Trees and keys"): the size caps,
-//! assembling a segment's JSON, and decoding stored values of either layout (segments, and
-//! the bare entries written before segments).
+//! assembling a segment's JSON, its LZ4 compression, and decoding stored values of every
+//! layout (compressed segments, uncompressed segments and the bare entries written before
+//! segments).
 
 use crate::ledger::canon::ChainHead;
 use serde::de::DeserializeOwned;
