@@ -38,6 +38,22 @@ mod segment;
 
 #[cfg(test)]
 pub(in crate::ledger) use segment::{compress, stored_json};
+
+/// Every stored value of the ledger tree, `(key seq, JSON)`, decompressed (for tests that
+/// inspect or tamper with the stored layout).
+#[cfg(test)]
+pub(in crate::ledger) fn stored_values(store: &Store) -> Vec<(u64, Value)> {
+    let tree = store.tree(TreeName::Ledger);
+    let rows = tree.range_raw(b"").map(Result::unwrap);
+    rows.map(|(k, v)| {
+        let key = u64::from_be_bytes(k.try_into().unwrap());
+        (
+            key,
+            serde_json::from_slice(&stored_json(&v).unwrap()).unwrap(),
+        )
+    })
+    .collect()
+}
 pub(in crate::ledger) use segment::{decode_stored, is_segment};
 
 /// Domain tag of ledger entry hashes.

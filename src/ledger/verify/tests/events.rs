@@ -3,15 +3,7 @@
 use super::*;
 
 fn ledger_values(f: &Fixture) -> Vec<(u64, Value)> {
-    let tree = f.store.tree(TreeName::Ledger);
-    tree.range_raw(b"")
-        .map(Result::unwrap)
-        .map(|(k, v)| {
-            let json = crate::ledger::chain::stored_json(&v).unwrap();
-            let key = u64::from_be_bytes(k.try_into().unwrap());
-            (key, serde_json::from_slice(&json).unwrap())
-        })
-        .collect()
+    crate::ledger::chain::stored_values(&f.store)
 }
 
 impl Fixture {
