@@ -26,6 +26,7 @@ use http::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use http::request::Parts;
 use http::{HeaderValue, Response, StatusCode};
 use serde_json::{json, Map, Value};
+use std::sync::Arc;
 
 /// An intercepted request, read and parsed.
 pub struct Intercepted {
@@ -102,10 +103,6 @@ pub async fn single(
         Ok(p) => p,
         Err(refusal) => return Ok(refuse_http(proxy, &base, &call.tool_args, &refusal)),
     };
-    let sent_args = pass
-        .modified_args
-        .clone()
-        .unwrap_or_else(|| call.tool_args.clone());
     let (parts, bytes) = match (&pass.modified_args, &kind) {
         (None, _) => (it.parts, it.bytes),
         (Some(args), Kind::Rest(rest)) if writable(rest, &call.tool_args, args) => {
@@ -120,7 +117,11 @@ pub async fn single(
             return Ok(refuse_http(proxy, &base, &call.tool_args, &refusal));
         }
     };
-    passed(proxy, &base, &sent_args, &pass);
+    let sent_args = match &pass.modified_args {
+        Some(args) => args.clone(),
+        None => call.tool_args,
+    };
+    passed(proxy, &base, sent_args, pass);
     forward(proxy, parts, bytes, &it.target, vec![base], llm_provider).await
 }
 
@@ -195,7 +196,7 @@ pub async fn mcp(
             .modified_args
             .clone()
             .unwrap_or_else(|| call.call.tool_args.clone());
-        passed(proxy, &base, &sent, &pass);
+        passed(proxy, &base, sent, pass);
         bases.push(base);
     }
     let bytes = if rewritten {
@@ -234,40 +235,40 @@ pub async fn mcp_other(
     .await
 }
 
-/// PRE event and session history of a call that is about to be forwarded.
-fn passed(proxy: &Proxy, base: &EventBase, sent_args: &Map<String, Value>, pass: &Pass) {
-    let mut extra = Map::new();
-    extra.insert("decision".into(), json!(pass.decision.decision));
-    extra.insert(
-        "authorization_decision".into(),
-        json!(pass.decision.authorization_decision),
-    );
-    extra.insert(
-        "decision_reason_code".into(),
-        json!(pass.decision.decision_reason_code),
-    );
-    extra.insert(
-        "enforcement_trace_id".into(),
-        pass.decision.enforcement_trace_id.clone().into(),
-    );
-    extra.insert("receipt_id".into(), pass.decision.receipt.clone().into());
-    if let Some(h) = &pass.decision.hold_token {
-        extra.insert("hold_token".into(), h.clone().into());
-    }
-    let content = Value::Object(sent_args.clone()).to_string();
-    record::append(
-        &proxy.recorder,
-        base,
-        EventType::ToolCallPre,
-        content,
-        extra,
-    );
+/// PRE event and session history of a call that is about to be forwarded. The history is
+/// recorded here (the next call sees it); the event is built on the recorder thread from the
+/// values moved into its builder.
+fn passed(proxy: &Proxy, base: &Arc<EventBase>, sent_args: Map<String, Value>, pass: Pass) {
     proxy
         .sessions
         .record(&base.tenant_id, &base.session_id, &base.tool_name);
+    let (base, at) = (base.clone(), crate::ids::now());
+    proxy.recorder.record_with(move |out| {
+        let d = pass.decision;
+        let mut extra = Map::new();
+        extra.insert("decision".into(), json!(d.decision));
+        extra.insert(
+            "authorization_decision".into(),
+            json!(d.authorization_decision),
+        );
+        extra.insert("decision_reason_code".into(), json!(d.decision_reason_code));
+        extra.insert("enforcement_trace_id".into(), d.enforcement_trace_id.into());
+        extra.insert("receipt_id".into(), d.receipt.into());
+        if let Some(h) = d.hold_token {
+            extra.insert("hold_token".into(), h.into());
+        }
+        let content = Value::Object(sent_args).to_string();
+        out.push(record::event(
+            &base,
+            EventType::ToolCallPre,
+            content,
+            extra,
+            at,
+        ));
+    });
 }
 
-fn record_refusal(proxy: &Proxy, base: &EventBase, args: &Map<String, Value>, r: &Refusal) {
+fn record_refusal(proxy: &Proxy, base: &Arc<EventBase>, args: &Map<String, Value>, r: &Refusal) {
     let mut extra = Map::new();
     extra.insert("decision".into(), "BLOCK".into());
     extra.insert("decision_reason_code".into(), r.code.as_str().into());
@@ -278,20 +279,23 @@ fn record_refusal(proxy: &Proxy, base: &EventBase, args: &Map<String, Value>, r:
     if let Some(h) = &r.hold_token {
         extra.insert("hold_token".into(), h.clone().into());
     }
-    let content = Value::Object(args.clone()).to_string();
-    record::append(
-        &proxy.recorder,
-        base,
-        EventType::ToolCallBlock,
-        content,
-        extra,
-    );
+    let (base, args, at) = (base.clone(), args.clone(), crate::ids::now());
+    proxy.recorder.record_with(move |out| {
+        let content = Value::Object(args).to_string();
+        out.push(record::event(
+            &base,
+            EventType::ToolCallBlock,
+            content,
+            extra,
+            at,
+        ));
+    });
 }
 
 /// 403 for a refused REST, LLM or host-level call.
 fn refuse_http(
     proxy: &Proxy,
-    base: &EventBase,
+    base: &Arc<EventBase>,
     args: &Map<String, Value>,
     r: &Refusal,
 ) -> Response<Body> {
@@ -386,7 +390,7 @@ async fn forward(
     mut parts: Parts,
     bytes: Bytes,
     target: &Target,
-    bases: Vec<EventBase>,
+    bases: Vec<Arc<EventBase>>,
     llm: Option<String>,
 ) -> Result<Response<Body>, ApiError> {
     if !bytes.is_empty() || parts.headers.contains_key(CONTENT_LENGTH) {

@@ -15,7 +15,7 @@
 //! | `apply.rs` | verdicts applied: forward, rewrite, refuse (MCP `isError`, REST 403) |
 //! | `upstream.rs` | the upstream client (system roots + `--upstream-ca`), header hygiene |
 //! | `record.rs` | TOOL_CALL_PRE/POST/BLOCK and LLM_INVOCATION events; response capture |
-//! | `recorder.rs` | the event queue and its task: events reach the ledger in batches |
+//! | `recorder.rs` | the event queue and its thread: events are built and reach the ledger in batches |
 //! | `mcp_sessions.rs` | MCP session GET/DELETE of server-issued sessions pass untouched |
 //! | `tools_list.rs` | `tools/list` answers filtered to what the policy would not block |
 //! | `classify/` | what a request is (MCP, REST route, LLM, host-level): pure functions |
@@ -63,6 +63,9 @@ pub enum ProxyError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// The event recorder's thread could not be started.
+    #[error("cannot start the proxy event recorder thread: {0}")]
+    Recorder(std::io::Error),
 }
 
 /// Most leaf certificates kept (one per intercepted host).
@@ -92,7 +95,8 @@ impl Proxy {
         let ledger_of = core.clone();
         let recorder = recorder::Recorder::start(Box::new(move |entries| {
             ledger_of.ledger.append_entries(entries)
-        }));
+        }))
+        .map_err(ProxyError::Recorder)?;
         Ok(Proxy {
             recorder: Arc::new(recorder),
             leafs: LeafCache::new(ca, LEAF_CACHE_CAPACITY),

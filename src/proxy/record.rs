@@ -1,20 +1,22 @@
 //! The proxy's own events, appended to the same hash-chained ledger as POST /v1/events/batch:
 //! TOOL_CALL_PRE after a passing check, TOOL_CALL_POST with the (size-capped) result once the
 //! response has streamed through, TOOL_CALL_BLOCK on refusal, and LLM_INVOCATION with token
-//! usage read from an LLM API's response. Events are queued to the recorder
-//! (`recorder.rs`), which appends them in batches off the request path.
+//! usage read from an LLM API's response. A call queues *builders* of its events to the recorder
+//! (`recorder.rs`), whose thread builds them ([`event`]) and appends them in batches, off the
+//! request path.
 //!
 //! [`Capture`] wraps a response body: it passes every frame through unchanged (never buffering
 //! the stream) and keeps the first `cap` bytes and the last [`TAIL_BYTES`] for the events.
 
-use super::recorder::Recorder;
 use super::Proxy;
 use crate::ledger::{Event, EventType};
 use crate::vocab::EnforcementMode;
 use axum::body::{Body, Bytes, HttpBody};
+use chrono::{DateTime, Utc};
 use hyper::body::Frame;
 use serde_json::{Map, Value};
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 /// Most names of the session's earlier calls an event carries in `session_tool_calls` (the
@@ -52,13 +54,14 @@ pub struct EventBase {
 }
 
 impl EventBase {
-    /// From the EnforcementRequest the proxy built for the call.
-    pub fn of(req: &crate::policy::EnforcementRequest) -> EventBase {
+    /// From the EnforcementRequest the proxy built for the call; shared by the call's PRE, POST
+    /// or BLOCK builders on the recorder thread.
+    pub fn of(req: &crate::policy::EnforcementRequest) -> Arc<EventBase> {
         let history = &req.session_tool_calls;
         let recent = &history[history.len().saturating_sub(EVENT_HISTORY)..];
         let mut metadata = req.metadata.clone().unwrap_or_default();
         metadata.insert("session_tool_calls_len".into(), history.len().into());
-        EventBase {
+        Arc::new(EventBase {
             tenant_id: req.tenant_id.clone(),
             session_id: req.session_id.clone(),
             user_id: req.user_id.clone(),
@@ -68,22 +71,23 @@ impl EventBase {
             session_tool_calls: recent.to_vec(),
             enforcement_mode: req.enforcement_mode,
             metadata,
-        }
+        })
     }
 }
 
-/// Queues one event for the ledger (`recorder.rs`); a failure to store it is logged by the
-/// recorder, never answered to the agent (the call has been decided and receipted already).
-pub fn append(
-    recorder: &Recorder,
+/// One of the call's events (run by a builder on the recorder thread, `recorder.rs`): the
+/// shared fields of `base`, its metadata plus `extra`, a new event id, and `at` (taken on the
+/// call's path when the event happened, not when the builder runs) as `occurred_at`.
+pub fn event(
     base: &EventBase,
     event_type: EventType,
     content: String,
     extra: Map<String, Value>,
-) {
+    at: DateTime<Utc>,
+) -> Event {
     let mut metadata = base.metadata.clone();
     metadata.extend(extra);
-    recorder.record(Event {
+    Event {
         event_id: crate::ids::new_id("evt"),
         tenant_id: base.tenant_id.clone(),
         session_id: base.session_id.clone(),
@@ -96,9 +100,9 @@ pub fn append(
         session_tool_calls: base.session_tool_calls.clone(),
         enforcement_mode: base.enforcement_mode,
         content,
-        occurred_at: crate::ids::rfc3339(crate::ids::now()),
+        occurred_at: crate::ids::rfc3339(at),
         metadata: Some(metadata),
-    });
+    }
 }
 
 /// What a [`Capture`] saw of a response.
@@ -229,10 +233,11 @@ impl Drop for Capture {
     }
 }
 
-/// Records TOOL_CALL_POST (and LLM_INVOCATION for LLM calls) when the response has streamed.
+/// Records TOOL_CALL_POST (and LLM_INVOCATION for LLM calls) when the response has streamed:
+/// the capture is handed to the recorder, whose thread builds the events.
 pub fn after_response(
     proxy: &Proxy,
-    bases: Vec<EventBase>,
+    bases: Vec<Arc<EventBase>>,
     status: u16,
     llm_provider: Option<String>,
     body: Body,
@@ -250,27 +255,39 @@ pub fn after_response(
         cap
     };
     Capture::wrap(body, cap, move |seen| {
-        let mut extra = Map::new();
-        extra.insert("status".into(), status.into());
-        extra.insert("result_bytes".into(), seen.total.into());
-        extra.insert("complete".into(), seen.complete.into());
-        let text = seen.head_text();
-        for base in &bases {
-            append(
-                &recorder,
-                base,
-                EventType::ToolCallPost,
-                text.clone(),
-                extra.clone(),
-            );
-        }
-        if let (Some(provider), Some(base)) = (llm_provider, bases.first()) {
-            llm_event(&recorder, base, &provider, &seen);
-        }
+        let at = crate::ids::now();
+        recorder.record_with(move |out| post_events(out, &bases, status, llm_provider, &seen, at));
     })
 }
 
-fn llm_event(recorder: &Recorder, base: &EventBase, provider: &str, seen: &Captured) {
+fn post_events(
+    out: &mut Vec<Event>,
+    bases: &[Arc<EventBase>],
+    status: u16,
+    llm_provider: Option<String>,
+    seen: &Captured,
+    at: DateTime<Utc>,
+) {
+    let mut extra = Map::new();
+    extra.insert("status".into(), status.into());
+    extra.insert("result_bytes".into(), seen.total.into());
+    extra.insert("complete".into(), seen.complete.into());
+    let text = seen.head_text();
+    for base in bases {
+        out.push(event(
+            base,
+            EventType::ToolCallPost,
+            text.clone(),
+            extra.clone(),
+            at,
+        ));
+    }
+    if let (Some(provider), Some(base)) = (llm_provider, bases.first()) {
+        out.push(llm_event(base, &provider, seen, at));
+    }
+}
+
+fn llm_event(base: &EventBase, provider: &str, seen: &Captured, at: DateTime<Utc>) -> Event {
     let usage = super::classify::llm_usage(provider, seen.usage_source());
     let mut extra = Map::new();
     extra.insert("provider".into(), provider.into());
@@ -287,11 +304,5 @@ fn llm_event(recorder: &Recorder, base: &EventBase, provider: &str, seen: &Captu
         );
     }
     extra.insert("usage_reported".into(), usage.is_some().into());
-    append(
-        recorder,
-        base,
-        EventType::LlmInvocation,
-        String::new(),
-        extra,
-    );
+    event(base, EventType::LlmInvocation, String::new(), extra, at)
 }
