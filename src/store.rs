@@ -4,7 +4,8 @@
 //! On-disk invariants:
 //! * One sled database per data dir (`<data-dir>/db`); sled's file lock makes a second process
 //!   on the same dir fail at open with [`StoreError::Open`].
-//! * Values are JSON documents; keys are UTF-8 strings or big-endian `u64` sequence numbers, so
+//! * Values are JSON documents, large ones possibly LZ4-compressed (`codec.rs`: a NUL-led
+//!   header no JSON can start with; every typed read accepts both forms); keys are UTF-8 strings or big-endian `u64` sequence numbers, so
 //!   iteration order is insertion order for sequences.
 //! * Anything that must survive a crash (keys, holds, explanations, accepted events) is written and
 //!   then [`Store::flush`]ed before the caller is acknowledged. Decision receipts are flushed by
@@ -14,6 +15,8 @@
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::path::Path;
+
+pub(crate) mod codec;
 
 /// sled's page cache, bytes (sled's default of 1 GiB would let a sidecar's RSS grow far beyond
 /// what a per-host agent guard should use; the working set is recent holds, keys and chain heads).
@@ -203,6 +206,17 @@ impl Tree {
         Ok(())
     }
 
+    /// Encodes `value`, compresses the JSON ([`codec::compress`]) and writes it at `key` (not
+    /// flushed); typed reads decompress it. For large values written once (receipt segments).
+    pub fn put_compressed<T: Serialize>(&self, key: &[u8], value: &T) -> Result<(), StoreError> {
+        let json = serde_json::to_vec(value).map_err(|source| StoreError::Decode {
+            tree: self.name,
+            source,
+        })?;
+        self.inner.insert(key, codec::compress(&json))?;
+        Ok(())
+    }
+
     /// Writes `value` at `key` only if the key is absent. Returns false when it already existed.
     pub fn put_new<T: Serialize>(&self, key: &[u8], value: &T) -> Result<bool, StoreError> {
         let bytes = serde_json::to_vec(value).map_err(|source| StoreError::Decode {
@@ -306,10 +320,12 @@ impl Tree {
     }
 
     fn decode<T: DeserializeOwned>(&self, bytes: &[u8]) -> Result<T, StoreError> {
-        serde_json::from_slice(bytes).map_err(|source| StoreError::Decode {
-            tree: self.name,
-            source,
-        })
+        codec::stored_json(bytes)
+            .and_then(|json| serde_json::from_slice(&json))
+            .map_err(|source| StoreError::Decode {
+                tree: self.name,
+                source,
+            })
     }
 }
 

@@ -1,12 +1,14 @@
 //! The stored form of ledger segments (docs/ledger.md, "Trees and keys"): the size caps,
-//! assembling a segment's JSON, its LZ4 compression, and decoding stored values of every
-//! layout (compressed segments, uncompressed segments and the bare entries written before
-//! segments).
+//! assembling a segment's JSON, and decoding stored values of every layout (compressed
+//! segments, uncompressed segments and the bare entries written before segments). The LZ4
+//! form itself is `store::codec`'s, shared with the receipt segments.
 
 use crate::ledger::canon::ChainHead;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::value::RawValue;
+
+pub(in crate::ledger) use crate::store::codec::{compress, stored_json};
 
 /// Most entries in one stored segment.
 pub const SEGMENT_MAX_ENTRIES: usize = 64;
@@ -35,74 +37,10 @@ struct RawSegment<'a> {
     entries: Vec<&'a RawValue>,
 }
 
-/// A compressed segment starts with these bytes (no JSON value can: NUL is not whitespace),
-/// then the length of its JSON (u32, little endian), then the JSON as one LZ4 block.
-const LZ4_MAGIC: &[u8] = b"\0LZ4";
-
-/// Largest JSON a compressed segment may claim to hold (a guard against a corrupted length,
-/// far above any segment written: [`SEGMENT_MAX_BYTES`], or one entry of any size).
-const MAX_SEGMENT_JSON: usize = 256 << 20;
-
-/// The stored form of a segment's JSON: [`LZ4_MAGIC`], the JSON's length, its LZ4 block.
-///
-/// Why compressed: sled 0.34 keeps up to 16 values in a leaf and rewrites the whole leaf as it
-/// consolidates or splits it, so a leaf of 16 segments of 40–96 KiB is rewritten (as a blob
-/// file above 128 KiB) again and again. The proxy's events compress about 5× (BENCHMARKS.md).
-pub(in crate::ledger) fn compress(json: &[u8]) -> Vec<u8> {
-    if json.len() > MAX_SEGMENT_JSON {
-        // Never written in practice; stored as JSON, which every reader also accepts.
-        return json.to_vec();
-    }
-    let header = LZ4_MAGIC.len() + 4;
-    let mut out = vec![0; header + lz4_flex::block::get_maximum_output_size(json.len())];
-    out[..LZ4_MAGIC.len()].copy_from_slice(LZ4_MAGIC);
-    out[LZ4_MAGIC.len()..header].copy_from_slice(&(json.len() as u32).to_le_bytes());
-    match lz4_flex::block::compress_into(json, &mut out[header..]) {
-        Ok(n) => {
-            out.truncate(header + n);
-            out
-        }
-        // The buffer has the block's maximum size, so this does not happen; if it did, the
-        // JSON is stored as is rather than lost.
-        Err(_) => json.to_vec(),
-    }
-}
-
-/// The JSON of a stored value: decompressed when it is a compressed segment, else as stored.
-///
-/// Errors (as `serde_json::Error`, like every other undecodable value): a value cut short, a
-/// claimed length over [`MAX_SEGMENT_JSON`], a block that does not decompress to that length.
-pub(in crate::ledger) fn stored_json(
-    bytes: &[u8],
-) -> Result<std::borrow::Cow<'_, [u8]>, serde_json::Error> {
-    use serde::de::Error;
-    let Some(rest) = bytes.strip_prefix(LZ4_MAGIC) else {
-        return Ok(std::borrow::Cow::Borrowed(bytes));
-    };
-    let (len, block) = rest
-        .split_first_chunk::<4>()
-        .ok_or_else(|| Error::custom("compressed segment is truncated"))?;
-    let len = u32::from_le_bytes(*len) as usize;
-    if len > MAX_SEGMENT_JSON {
-        return Err(Error::custom(format!(
-            "compressed segment claims {len} bytes"
-        )));
-    }
-    let mut json = vec![0; len];
-    let n = lz4_flex::block::decompress_into(block, &mut json)
-        .map_err(|e| Error::custom(format!("compressed segment does not decompress: {e}")))?;
-    if n != len {
-        return Err(Error::custom(
-            "compressed segment is shorter than its length",
-        ));
-    }
-    Ok(std::borrow::Cow::Owned(json))
-}
-
 /// True when a stored value is a segment (compressed, or `{"entries": …}`), false for a bare
 /// entry of the old layout (whose fields never include `entries`).
 pub(in crate::ledger) fn is_segment(bytes: &[u8]) -> bool {
-    bytes.starts_with(LZ4_MAGIC)
+    bytes.starts_with(crate::store::codec::LZ4_MAGIC)
         || bytes
             .trim_ascii_start()
             .strip_prefix(b"{")

@@ -255,14 +255,14 @@ impl Shared {
         true
     }
 
-    /// Inserts the segment of `batch` under `seq_key(record.seq)` (not flushed).
+    /// Inserts the segment of `batch` under `seq_key(record.seq)`, LZ4-compressed (not flushed).
     fn store(&self, record: &CheckpointRecord, batch: &[Unsigned]) -> Result<(), String> {
         let segment = SegmentRef {
             checkpoint: record,
             receipts: batch.iter().map(|u| &u.entry).collect(),
         };
         self.receipts
-            .put(&seq_key(record.seq), &segment)
+            .put_compressed(&seq_key(record.seq), &segment)
             .map_err(|e| {
                 tracing::error!(seq = record.seq, error = %e, "receipt segment insert failed; the chain has a hole here");
                 format!("receipt segment was not stored: {e}")

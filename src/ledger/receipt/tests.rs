@@ -461,3 +461,49 @@ async fn settle_stores_every_chained_receipt_without_waiting_out_the_linger() {
     assert_eq!(stored, vec![1, 2, 3]);
     log.settle().await; // nothing queued: returns at once
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn segments_are_stored_compressed_and_uncompressed_ones_still_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let tree = store.tree(TreeName::Receipts);
+    {
+        // A segment stored as plain JSON, as every version before compression wrote it.
+        let log = ReceiptLog::open(&store, dir.path()).unwrap();
+        log.issue(body("old")).await.unwrap();
+        let seg: Segment = tree.get(&seq_key(1)).unwrap().unwrap();
+        tree.put(&seq_key(1), &seg).unwrap();
+        assert!(tree
+            .get_raw(&seq_key(1))
+            .unwrap()
+            .unwrap()
+            .starts_with(b"{"));
+    }
+    // Reopened: the head resumes from the plain segment and new segments are compressed.
+    let log = Arc::new(ReceiptLog::open(&store, dir.path()).unwrap());
+    let all = issue_together(&log, 3 * MAX_BATCH).await;
+    assert_eq!(all[0].entry.seq, 2);
+    let (mut stored, mut json) = (0, 0);
+    for (key, seg) in tree.range_from::<Segment>(&seq_key(2), usize::MAX).unwrap() {
+        let raw = tree.get_raw(&key).unwrap().unwrap();
+        assert!(raw.starts_with(crate::store::codec::LZ4_MAGIC));
+        stored += raw.len();
+        json += serde_json::to_vec(&seg).unwrap().len();
+    }
+    assert!(
+        stored * 3 < json * 2,
+        "{stored} bytes stored for {json} of JSON"
+    );
+    let read = log.read_from(1, 1000).unwrap();
+    assert_eq!(read.len(), 3 * MAX_BATCH + 1);
+    assert_eq!(read[1].prev_hash, read[0].hash, "the chain continues");
+    let report = verify(&store, &log.public_key_pem()).unwrap();
+    assert!(report.ok(), "{report}");
+    drop(log);
+    let reopened = ReceiptLog::open(&store, dir.path()).unwrap();
+    assert_eq!(
+        reopened.len(),
+        3 * MAX_BATCH as u64 + 1,
+        "resumes after a compressed segment"
+    );
+}

@@ -46,7 +46,9 @@ pub(super) fn verify_receipts(
 impl Walk<'_> {
     /// Checks the segment stored at key `at`.
     fn segment(&mut self, at: u64, bytes: &[u8]) {
-        let s: Segment = match serde_json::from_slice(bytes) {
+        let decoded = crate::store::codec::stored_json(bytes)
+            .and_then(|json| serde_json::from_slice::<Segment>(&json));
+        let s = match decoded {
             Ok(s) => s,
             Err(e) => {
                 return self
