@@ -99,6 +99,23 @@ impl EnforcementRequest {
     ///
     /// Errors: a message naming the field, e.g. `tool_name must not be empty` (the API answers 422).
     pub fn validate(&self) -> Result<(), String> {
+        self.validate_parts()?;
+        check_list("session_tool_calls", &self.session_tool_calls)
+    }
+
+    /// [`validate`](Self::validate) for a request whose `session_tool_calls` its caller built
+    /// from the `tool_name`s of earlier requests that each passed `validate` (the forward
+    /// proxy's per-session history, `proxy/calls.rs`): the list's length is still checked, its
+    /// entries (up to 256 names, on every call) are not checked again.
+    ///
+    /// Errors: as [`validate`](Self::validate).
+    pub fn validate_with_known_history(&self) -> Result<(), String> {
+        self.validate_parts()?;
+        check_len("session_tool_calls", &self.session_tool_calls)
+    }
+
+    /// Every check but the entries of `session_tool_calls`.
+    fn validate_parts(&self) -> Result<(), String> {
         let ids = [
             ("agent_id", &self.agent_id),
             ("tenant_id", &self.tenant_id),
@@ -126,7 +143,6 @@ impl EnforcementRequest {
             }
         }
         check_list("approved_scope", &self.approved_scope)?;
-        check_list("session_tool_calls", &self.session_tool_calls)?;
         check_amount("token_count", self.token_count)?;
         check_amount("estimated_cost_usd", self.estimated_cost_usd)
     }
@@ -156,10 +172,15 @@ fn id_problem(value: &str) -> Option<String> {
     None
 }
 
-fn check_list(field: &str, list: &[String]) -> Result<(), String> {
+fn check_len(field: &str, list: &[String]) -> Result<(), String> {
     if list.len() > MAX_LIST_LEN {
         return Err(format!("{field} has more than {MAX_LIST_LEN} entries"));
     }
+    Ok(())
+}
+
+fn check_list(field: &str, list: &[String]) -> Result<(), String> {
+    check_len(field, list)?;
     // No allocation unless an entry is bad: this runs on every call, over up to
     // MAX_LIST_LEN entries.
     for (i, item) in list.iter().enumerate() {
@@ -234,6 +255,16 @@ mod tests {
             let r: EnforcementRequest = serde_json::from_value(v).unwrap();
             let err = r.validate().unwrap_err();
             assert!(err.starts_with("session_tool_calls[1] "), "{err}");
+            // A history its caller built from validated tool names is not checked again.
+            r.validate_with_known_history().unwrap();
+        }
+        let mut v = base();
+        v["session_tool_calls"] = json!(vec!["x.y"; MAX_LIST_LEN + 1]);
+        let r: EnforcementRequest = serde_json::from_value(v).unwrap();
+        for err in [r.validate(), r.validate_with_known_history()] {
+            assert!(err
+                .unwrap_err()
+                .starts_with("session_tool_calls has more than"));
         }
         for good in [
             "crm.lookup",

@@ -200,7 +200,8 @@ impl Refusal {
 /// stored under the violation_id), STEP_UP waits for its hold. Any failure of the check itself
 /// is a refusal (fail closed).
 pub async fn settle(proxy: &Proxy, req: EnforcementRequest) -> Result<Pass, Refusal> {
-    if let Err(e) = req.validate() {
+    // The history is this proxy's own record of tool names that passed this check before.
+    if let Err(e) = req.validate_with_known_history() {
         return Err(Refusal::plain(
             ReasonCode::MalformedToolCall,
             format!("the intercepted call is not a valid tool call: {e}"),
