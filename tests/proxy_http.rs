@@ -360,6 +360,7 @@ async fn an_allowed_rest_call_is_forwarded_untouched_without_proxy_headers() {
     let tg = ProxyApp::start(None).await;
     let up = Upstream::plain().await;
     let body = r#"{"text": "Customer asked for a callback on Monday.", "priority": 2}"#;
+    let sent_at = chrono::Utc::now();
     let resp = tg
         .agent_client(&[])
         .post(up.url("/crm/customers/C-1042/notes"))
@@ -373,6 +374,7 @@ async fn an_allowed_rest_call_is_forwarded_untouched_without_proxy_headers() {
         .unwrap();
     assert_eq!(resp.status(), StatusCode::OK);
     let answer: Value = resp.json().await.unwrap();
+    let answered_at = chrono::Utc::now();
     assert_eq!(answer["received"]["priority"], 2);
     let seen = up.seen();
     assert_eq!(seen.len(), 1);
@@ -411,11 +413,22 @@ async fn an_allowed_rest_call_is_forwarded_untouched_without_proxy_headers() {
         "the route's capture is in the arguments: {}",
         pre[0]
     );
-    assert_eq!(
-        events(&ledger, "TOOL_CALL_POST", "crm.note").len(),
-        1,
-        "{ledger:?}"
+    let post = events(&ledger, "TOOL_CALL_POST", "crm.note");
+    assert_eq!(post.len(), 1, "{ledger:?}");
+    // occurred_at is when the event happened on the call's path (millisecond text), not when
+    // the recorder thread built the event after its linger: the PRE before the answer.
+    let at = |e: &Value| {
+        let text = e["occurred_at"].as_str().unwrap();
+        chrono::DateTime::parse_from_rfc3339(text).unwrap().to_utc()
+    };
+    use chrono::SubsecRound;
+    let (pre_at, post_at) = (at(pre[0]), at(post[0]));
+    assert!(sent_at.trunc_subsecs(3) <= pre_at, "{sent_at} {pre_at}");
+    assert!(
+        pre_at <= answered_at,
+        "PRE at {pre_at}, answer at {answered_at}"
     );
+    assert!(pre_at <= post_at, "PRE at {pre_at}, POST at {post_at}");
 }
 
 #[tokio::test]
