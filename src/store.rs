@@ -5,8 +5,9 @@
 //! * One sled database per data dir (`<data-dir>/db`); sled's file lock makes a second process
 //!   on the same dir fail at open with [`StoreError::Open`].
 //! * Values are JSON documents, large ones possibly LZ4-compressed (`codec.rs`: a NUL-led
-//!   header no JSON can start with; every typed read accepts both forms); keys are UTF-8 strings or big-endian `u64` sequence numbers, so
-//!   iteration order is insertion order for sequences.
+//!   header no JSON can start with; every typed read accepts both forms); keys are UTF-8
+//!   strings or big-endian `u64` sequence numbers, so iteration order is insertion order for
+//!   sequences.
 //! * Anything that must survive a crash (keys, holds, explanations, accepted events) is written and
 //!   then [`Store::flush`]ed before the caller is acknowledged. Decision receipts are flushed by
 //!   sled's background flusher (every 500 ms) — losing the last half second of *allowed* decision
