@@ -36,9 +36,6 @@ use tokio::sync::watch;
 
 mod segment;
 
-#[cfg(test)]
-pub(in crate::ledger) use segment::{compress, stored_json};
-
 /// Every stored value of the ledger tree, `(key seq, JSON)`, decompressed (for tests that
 /// inspect or tamper with the stored layout).
 #[cfg(test)]
@@ -49,7 +46,7 @@ pub(in crate::ledger) fn stored_values(store: &Store) -> Vec<(u64, Value)> {
         let key = u64::from_be_bytes(k.try_into().unwrap());
         (
             key,
-            serde_json::from_slice(&stored_json(&v).unwrap()).unwrap(),
+            serde_json::from_slice(&crate::store::codec::stored_json(&v).unwrap()).unwrap(),
         )
     })
     .collect()
@@ -320,7 +317,7 @@ impl Ledger {
             return Ok(());
         };
         self.tree
-            .put_raw(&seq_key(tip.seq), &segment::compress(&json))?;
+            .put_raw(&seq_key(tip.seq), &crate::store::codec::compress(&json))?;
         *head = tip;
         Ok(())
     }

@@ -8,7 +8,7 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-pub(in crate::ledger) use crate::store::codec::{compress, stored_json};
+use crate::store::codec::stored_json;
 
 /// Most entries in one stored segment.
 pub const SEGMENT_MAX_ENTRIES: usize = 64;

@@ -3,6 +3,7 @@
 use super::segment::SEGMENT_MAX_BYTES;
 use super::*;
 use crate::ledger::canon::ZERO_HASH;
+use crate::store::codec::{compress, stored_json};
 use serde_json::json;
 
 #[test]

@@ -55,7 +55,7 @@ impl Fixture {
     }
     /// Edits the JSON value at `seq_key(seq)` of `tree` (a segment in `Receipts`).
     fn edit(&self, tree: TreeName, seq: u64, edit: impl FnOnce(&mut Value)) {
-        use crate::ledger::chain::{compress, stored_json};
+        use crate::store::codec::{compress, stored_json};
         let t = self.store.tree(tree);
         let stored = t.get_raw(&seq_key(seq)).unwrap().unwrap();
         let json = stored_json(&stored).unwrap();
