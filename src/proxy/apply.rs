@@ -242,30 +242,28 @@ fn passed(proxy: &Proxy, base: &Arc<EventBase>, sent_args: Map<String, Value>, p
     proxy
         .sessions
         .record(&base.tenant_id, &base.session_id, &base.tool_name);
-    let (base, at) = (base.clone(), crate::ids::now());
-    proxy.recorder.record_with(move |out| {
-        let d = pass.decision;
-        let mut extra = Map::new();
-        extra.insert("decision".into(), json!(d.decision));
-        extra.insert(
-            "authorization_decision".into(),
-            json!(d.authorization_decision),
-        );
-        extra.insert("decision_reason_code".into(), json!(d.decision_reason_code));
-        extra.insert("enforcement_trace_id".into(), d.enforcement_trace_id.into());
-        extra.insert("receipt_id".into(), d.receipt.into());
-        if let Some(h) = d.hold_token {
-            extra.insert("hold_token".into(), h.into());
-        }
-        let content = Value::Object(sent_args).to_string();
-        out.push(record::event(
-            &base,
-            EventType::ToolCallPre,
-            content,
-            extra,
-            at,
-        ));
-    });
+    record::queue_call_event(
+        &proxy.recorder,
+        base,
+        EventType::ToolCallPre,
+        sent_args,
+        || {
+            let d = pass.decision;
+            let mut extra = Map::new();
+            extra.insert("decision".into(), json!(d.decision));
+            extra.insert(
+                "authorization_decision".into(),
+                json!(d.authorization_decision),
+            );
+            extra.insert("decision_reason_code".into(), json!(d.decision_reason_code));
+            extra.insert("enforcement_trace_id".into(), d.enforcement_trace_id.into());
+            extra.insert("receipt_id".into(), d.receipt.into());
+            if let Some(h) = d.hold_token {
+                extra.insert("hold_token".into(), h.into());
+            }
+            extra
+        },
+    );
 }
 
 fn record_refusal(proxy: &Proxy, base: &Arc<EventBase>, args: &Map<String, Value>, r: &Refusal) {
@@ -279,17 +277,14 @@ fn record_refusal(proxy: &Proxy, base: &Arc<EventBase>, args: &Map<String, Value
     if let Some(h) = &r.hold_token {
         extra.insert("hold_token".into(), h.clone().into());
     }
-    let (base, args, at) = (base.clone(), args.clone(), crate::ids::now());
-    proxy.recorder.record_with(move |out| {
-        let content = Value::Object(args).to_string();
-        out.push(record::event(
-            &base,
-            EventType::ToolCallBlock,
-            content,
-            extra,
-            at,
-        ));
-    });
+    let args = args.clone();
+    record::queue_call_event(
+        &proxy.recorder,
+        base,
+        EventType::ToolCallBlock,
+        args,
+        || extra,
+    );
 }
 
 /// 403 for a refused REST, LLM or host-level call.

@@ -8,6 +8,7 @@
 //! [`Capture`] wraps a response body: it passes every frame through unchanged (never buffering
 //! the stream) and keeps the first `cap` bytes and the last [`TAIL_BYTES`] for the events.
 
+use super::recorder::Recorder;
 use super::Proxy;
 use crate::ledger::{Event, EventType};
 use crate::vocab::EnforcementMode;
@@ -103,6 +104,23 @@ pub fn event(
         occurred_at: crate::ids::rfc3339(at),
         metadata: Some(metadata),
     }
+}
+
+/// Queues the builder of one PRE or BLOCK event: on the recorder thread, `args` (as sent, or
+/// as refused) become its `content` and `extra()` is added to its metadata; `occurred_at` is
+/// now.
+pub fn queue_call_event(
+    recorder: &Recorder,
+    base: &Arc<EventBase>,
+    event_type: EventType,
+    args: Map<String, Value>,
+    extra: impl FnOnce() -> Map<String, Value> + Send + 'static,
+) {
+    let (base, at) = (base.clone(), crate::ids::now());
+    recorder.record_with(move |out| {
+        let content = Value::Object(args).to_string();
+        out.push(event(&base, event_type, content, extra(), at));
+    });
 }
 
 /// What a [`Capture`] saw of a response.
