@@ -364,4 +364,6 @@ fn note_tail_holes(store: &Store, tree: &Tree, head_seq: u64) -> Result<(), Ledg
 }
 
 #[cfg(test)]
+mod storage_tests;
+#[cfg(test)]
 mod tests;
