@@ -4,6 +4,7 @@
 
 use super::identity::{self, Identity};
 use super::listener::ConnGuard;
+use super::repoll::Repoll;
 use super::{intercept, Proxy, Target};
 use crate::api::ApiError;
 use axum::body::Body;
@@ -130,12 +131,12 @@ async fn serve_decrypted(
         let (proxy, target, identity) = (svc_proxy.clone(), target.clone(), identity.clone());
         async move { Ok::<_, Infallible>(inner(proxy, req, target, identity).await) }
     });
-    let conn = builder.serve_connection(TokioIo::new(stream), service);
-    let mut conn = std::pin::pin!(conn);
+    // Repoll: reading the request body wakes this task during its own poll (repoll.rs).
+    let mut conn = Repoll::new(builder.serve_connection(TokioIo::new(stream), service));
     let result = tokio::select! {
-        r = conn.as_mut() => r,
+        r = &mut conn => r,
         _ = super::listener::stopped(guard.shutdown.clone()) => {
-            conn.as_mut().graceful_shutdown();
+            conn.inner().graceful_shutdown();
             conn.await
         }
     };

@@ -6,6 +6,7 @@
 //! every clone is dropped (bounded by `shutdown_grace_seconds` in `app`).
 
 use super::recorder::Recorder;
+use super::repoll::Repoll;
 use super::{connect, intercept, Proxy, ProxyError, Target};
 use crate::api::ApiError;
 use crate::state::AppState;
@@ -102,14 +103,16 @@ async fn serve_client(proxy: Arc<Proxy>, stream: tokio::net::TcpStream, guard: C
         let guard = svc_guard.clone();
         async move { Ok::<_, Infallible>(route(proxy, req, guard).await) }
     });
-    let conn = builder
-        .serve_connection(TokioIo::new(stream), service)
-        .with_upgrades();
-    let mut conn = std::pin::pin!(conn);
+    // Repoll: reading the request body wakes this task during its own poll (repoll.rs).
+    let mut conn = Repoll::new(
+        builder
+            .serve_connection(TokioIo::new(stream), service)
+            .with_upgrades(),
+    );
     tokio::select! {
-        r = conn.as_mut() => log_conn_end(r),
+        r = &mut conn => log_conn_end(r),
         _ = stopped(guard.shutdown.clone()) => {
-            conn.as_mut().graceful_shutdown();
+            conn.inner().graceful_shutdown();
             log_conn_end(conn.await);
         }
     }

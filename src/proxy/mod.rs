@@ -16,6 +16,7 @@
 //! | `upstream.rs` | the upstream client (system roots + `--upstream-ca`), header hygiene |
 //! | `record.rs` | TOOL_CALL_PRE/POST/BLOCK and LLM_INVOCATION events; response capture |
 //! | `recorder.rs` | the event queue and its thread: events are built and reach the ledger in batches |
+//! | `repoll.rs` | a connection's wakes of itself (the body read) polled in place, not through tokio |
 //! | `mcp_sessions.rs` | MCP session GET/DELETE of server-issued sessions pass untouched |
 //! | `tools_list.rs` | `tools/list` answers filtered to what the policy would not block |
 //! | `classify/` | what a request is (MCP, REST route, LLM, host-level): pure functions |
@@ -37,6 +38,7 @@ mod listener;
 mod mcp_sessions;
 mod record;
 mod recorder;
+mod repoll;
 mod tools_list;
 mod upstream;
 
