@@ -20,6 +20,9 @@
 #                 like-for-like comparison with toolgate's interception;
 #   memory      — a fresh toolgate holds HOLD_N requests (a step_up rule) over plain HTTP, then
 #                 another fresh one HOLD_N intercepted HTTPS requests; (RSS after − before) / N.
+# The plain rows also include examples/bare_proxy, a hyper forward proxy with nothing in it (no
+# authentication, policy or events; the same pooled upstream client as toolgate): the floor of
+# what a Rust forward proxy costs on this machine, so toolgate's own work is the difference.
 # toolgate also runs the HTTPS cases as a pass-through CONNECT tunnel (the bench pack tunnels
 # `localhost` untouched and intercepts `127.0.0.1`), the like-for-like comparison with squid.
 #
@@ -47,9 +50,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 if [ -n "${TOOLGATE_BIN:-}" ]; then
-  cargo build --release --quiet --example echo_upstream --example proxy_load
+  cargo build --release --quiet --example echo_upstream --example proxy_load --example bare_proxy
 else
-  cargo build --release --quiet --bin toolgate --example echo_upstream --example proxy_load
+  cargo build --release --quiet --bin toolgate --example echo_upstream --example proxy_load --example bare_proxy
 fi
 bin="${TOOLGATE_BIN:-./target/release/toolgate}"
 ex=./target/release/examples
@@ -210,6 +213,12 @@ tinyproxy -d -c "$work/tinyproxy.conf" >"$work/tinyproxy.out" 2>&1 &
 pids+=($!)
 squid_url="http://127.0.0.1:$squid_port"; tiny_url="http://127.0.0.1:$tiny_port"
 
+# ---- the floor: a bare hyper forward proxy (examples/bare_proxy)
+"$ex/bare_proxy" >"$work/bare.out" 2>&1 &
+pids+=($!)
+wait_for 10 grep -q listening "$work/bare.out"
+bare_url="http://$(awk '/listening/ {print $3}' "$work/bare.out")"
+
 # ---- squid-bump: a second squid (same hygiene) intercepting HTTPS with ssl-bump. Its CA is a
 # throwaway made here; peek (step 1), stare (step 2), bump (step 3, server-first) so the leaf it
 # mints mimics the upstream's certificate (the IP SAN included: a client-first bump would lack
@@ -286,20 +295,24 @@ echo "== plain HTTP, $conns connections, ${dur}s (wrk)"
 echo "-- direct";    wrk_case direct http "http://$up_plain" DIRECT=1
 echo "-- squid";     wrk_case squid http "$squid_url"
 echo "-- tinyproxy"; wrk_case tinyproxy http "$tiny_url"
+echo "-- bare";      wrk_case bare http "$bare_url"
 echo "-- toolgate";  wrk_case toolgate http "$tg_proxy" PROXY_AUTH="$tg_auth"
 
 echo "== plain HTTP, 1 connection, ${dur}s (proxy_load)"
 pl_case direct http 1 --url "http://$up_plain/tool" --direct
 pl_case squid http 1 --url "http://$up_plain/tool" --proxy "$squid_url"
 pl_case tinyproxy http 1 --url "http://$up_plain/tool" --proxy "$tiny_url"
+pl_case bare http 1 --url "http://$up_plain/tool" --proxy "$bare_url"
 pl_case toolgate http 1 --url "http://$up_plain/tool" "${tg_plain[@]}"
 
 echo "== plain HTTP GET, $conns connections (wrk) and 1 (proxy_load), ${dur}s"
 echo "-- direct";    wrk_case direct http-get "http://$up_plain" DIRECT=1 METHOD=GET
 echo "-- squid";     wrk_case squid http-get "$squid_url" METHOD=GET
+echo "-- bare";      wrk_case bare http-get "$bare_url" METHOD=GET
 echo "-- toolgate";  wrk_case toolgate http-get "$tg_proxy" PROXY_AUTH="$tg_auth" METHOD=GET
 pl_case direct http-get 1 --url "http://$up_plain/tool" --direct --method GET
 pl_case squid http-get 1 --url "http://$up_plain/tool" --proxy "$squid_url" --method GET
+pl_case bare http-get 1 --url "http://$up_plain/tool" --proxy "$bare_url" --method GET
 pl_case toolgate http-get 1 --url "http://$up_plain/tool" "${tg_plain[@]}" --method GET
 
 echo "== HTTPS, $conns connections, ${dur}s (proxy_load; squid/tinyproxy tunnel, toolgate and squid-bump intercept)"
@@ -363,9 +376,10 @@ for line in open(sys.argv[1]):
     name, proto, c, rps, p50, p99, errs = f
     rows[(name, proto, int(c))] = (float(rps), int(p50), int(p99), int(errs))
 conns = int(sys.argv[2])
-names = ["direct", "squid", "tinyproxy", "toolgate", "squid-bump", "toolgate-tunnel"]
-note = {"http": {"squid": "forward proxy", "tinyproxy": "forward proxy", "toolgate": "policy on"},
-        "http-get": {"squid": "forward proxy, pooled upstream", "toolgate": "policy on"},
+names = ["direct", "squid", "tinyproxy", "bare", "toolgate", "squid-bump", "toolgate-tunnel"]
+floor = "bare hyper forward proxy, the floor"
+note = {"http": {"squid": "forward proxy", "tinyproxy": "forward proxy", "bare": floor, "toolgate": "policy on"},
+        "http-get": {"squid": "forward proxy, pooled upstream", "bare": floor, "toolgate": "policy on"},
         "https": {"squid": "CONNECT tunnel", "tinyproxy": "CONNECT tunnel", "toolgate": "intercepted, policy on",
                   "squid-bump": "ssl-bump, TLS intercepted", "toolgate-tunnel": "CONNECT tunnel, pass_through"}}
 print(f"| proto | path | req/s @{conns} | p50 @{conns} | p99 @{conns} | p50 @1 | added p50 @1 | errors |")
@@ -390,6 +404,11 @@ for proto, lim in [("http", 100), ("http-get", 100), ("https", 200)]:
     if tg1 and d1:
         a = tg1[1] - d1[1]
         print(f"{proto}: toolgate added median latency at 1 connection {a} µs (target <= {lim} µs: {ok(a <= lim)})")
+for proto in ["http", "http-get"]:
+    tg, bp = rows.get(("toolgate", proto, conns)), rows.get(("bare", proto, conns))
+    tg1, bp1, d1 = rows.get(("toolgate", proto, 1)), rows.get(("bare", proto, 1)), rows.get(("direct", proto, 1))
+    if tg and bp and tg1 and bp1 and d1:
+        print(f"{proto}: against the bare proxy: throughput {tg[0] / bp[0]:.2f}x, added median latency at 1 connection {bp1[1] - d1[1]} µs bare, {tg1[1] - bp1[1]} µs more through toolgate")
 tt, sq = rows.get(("toolgate-tunnel", "https", conns)), rows.get(("squid", "https", conns))
 tt1, d1 = rows.get(("toolgate-tunnel", "https", 1)), rows.get(("direct", "https", 1))
 if tt and sq and tt1 and d1:
