@@ -1,7 +1,8 @@
 //! Criterion benchmark of the forward proxy's per-call work besides I/O and the policy check
 //! (which `benches/decide.rs` covers): the request hash and validation of an
 //! EnforcementRequest that carries the proxy's whole session history (256 names, the proxy's
-//! window), and the recorder's append of 64 proxy events (a full batch) to a sled ledger in a
+//! window; the hash both of a plain list, as POST /v1/enforce reads it, and of the proxy's
+//! history that keeps its JSON text), and the recorder's append of 64 proxy events (a full batch) to a sled ledger in a
 //! temp dir: encoding, chaining and the insert. BENCHMARKS.md, "Forward proxy". The append
 //! benchmark grows its ledger to about 1 GB over a run; the temp dir is removed at the end.
 //!
@@ -10,6 +11,7 @@
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion};
 use serde_json::{json, Map, Value};
 use toolgate::ledger::{Event, EventType, Ledger, NewEntry};
+use toolgate::policy::history::ToolCallHistory;
 use toolgate::policy::EnforcementRequest;
 use toolgate::store::Store;
 use toolgate::vocab::EnforcementMode;
@@ -50,6 +52,16 @@ fn bench_request(c: &mut Criterion) {
         });
         group.bench_function(format!("validate/{history}"), |b| {
             b.iter(|| black_box(&req).validate())
+        });
+        // The same request as the proxy builds it: the history keeps its JSON text.
+        let mut kept = req.clone();
+        let mut history_list = ToolCallHistory::kept();
+        for name in req.session_tool_calls.iter() {
+            history_list.push_bounded(name.clone(), HISTORY);
+        }
+        kept.session_tool_calls = std::sync::Arc::new(history_list);
+        group.bench_function(format!("request_hash_kept_history/{history}"), |b| {
+            b.iter(|| toolgate::api::enforce::request_hash(black_box(&kept)))
         });
     }
     group.finish();

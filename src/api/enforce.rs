@@ -252,9 +252,11 @@ fn conclude<R>(core: &AppState, d: Decided, receipt: R) -> EnforcementDecision<R
 /// Errors: [`ApiError::Internal`] if the request cannot be encoded (it always can).
 pub fn request_hash(req: &EnforcementRequest) -> Result<String, ApiError> {
     // Encoded into one buffer and hashed in one pass: feeding the hasher token by token (a
-    // quote, a name, a comma, …) cost about twice as much for a 256-name session history.
+    // quote, a name, a comma, …) cost about twice as much for a 256-name session history. The
+    // proxy's histories keep their JSON text, which `write_json` copies (same bytes).
     let mut json = Vec::with_capacity(4096);
-    serde_json::to_writer(&mut json, req).map_err(|e| ApiError::Internal(e.to_string()))?;
+    req.write_json(&mut json)
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
     Ok(hex::encode(Sha256::digest(&json)))
 }
 

@@ -11,6 +11,7 @@ mod cel_vars;
 mod controls;
 mod decide;
 mod glob;
+pub mod history;
 mod lint;
 mod loader;
 mod mode;

@@ -5,6 +5,7 @@
 //! field); [`EnforcementRequest::validate`] then checks lengths and shapes and also answers 422.
 //! Unknown fields are ignored, so newer SDKs keep working.
 
+use super::history::{write_json_with_kept_history, ToolCallHistory};
 use crate::vocab::EnforcementMode;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -35,8 +36,9 @@ pub struct EnforcementRequest {
     pub approved_scope: Vec<String>,
     /// Tool names already called in this session, in order. Shared (`Arc`): the proxy hands
     /// every call of a session the same list it keeps (`proxy::calls::SessionCalls`) instead
-    /// of a copy; it serializes as a plain JSON array.
-    pub session_tool_calls: Arc<Vec<String>>,
+    /// of a copy, with its JSON text kept ([`ToolCallHistory`]); it serializes as a plain JSON
+    /// array.
+    pub session_tool_calls: Arc<ToolCallHistory>,
     /// How the verdict is shaped (DESIGN.md, decision algorithm step 4).
     pub enforcement_mode: EnforcementMode,
     /// Proposed arguments (a JSON object).
@@ -90,6 +92,17 @@ pub struct EnforcementRequest {
 }
 
 impl EnforcementRequest {
+    /// Appends the request's JSON to `out`: exactly `serde_json::to_writer`'s bytes (struct
+    /// field order, optional fields absent when `None`), but the text of a history the proxy
+    /// keeps is copied instead of serialized again (`request_hash` runs this on every call).
+    /// `session_tool_calls` follows only string and string-list fields, which the splice in
+    /// [`write_json_with_kept_history`] relies on.
+    ///
+    /// Errors: what `serde_json` reports (a non-finite number in `tool_args` and the like).
+    pub fn write_json(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        write_json_with_kept_history(self, "session_tool_calls", &self.session_tool_calls, out)
+    }
+
     /// The environment tag, `prod` when absent.
     pub fn environment(&self) -> &str {
         self.environment.as_deref().unwrap_or("prod")

@@ -9,6 +9,7 @@ use crate::api::enforce::{evaluate_chained, EnforcementDecision};
 use crate::api::ApiError;
 use crate::explain::{ExplainDecision, ExplainRequest};
 use crate::holds::HoldRecord;
+use crate::policy::history::ToolCallHistory;
 use crate::policy::EnforcementRequest;
 use crate::vocab::{AuthorizationDecision, Decision, ReasonCode};
 use serde_json::{Map, Value};
@@ -27,7 +28,7 @@ const CALLS_PER_SESSION: usize = 256;
 /// itself (an `Arc`, no copy of up to 256 names per call), and [`SessionCalls::record`] appends
 /// in place unless a call still holds the previous list, which then keeps its snapshot.
 pub struct SessionCalls {
-    cache: quick_cache::sync::Cache<String, Arc<Mutex<Arc<Vec<String>>>>>,
+    cache: quick_cache::sync::Cache<String, Arc<Mutex<Arc<ToolCallHistory>>>>,
 }
 
 impl Default for SessionCalls {
@@ -45,7 +46,7 @@ impl SessionCalls {
 
     /// Tool names already forwarded in this session, oldest first (at most
     /// `CALLS_PER_SESSION`, 256).
-    pub fn history(&self, tenant: &str, session: &str) -> Arc<Vec<String>> {
+    pub fn history(&self, tenant: &str, session: &str) -> Arc<ToolCallHistory> {
         match self.cache.get(&Self::key(tenant, session)) {
             Some(list) => list.lock().map(|l| l.clone()).unwrap_or_default(),
             None => Arc::default(),
@@ -57,15 +58,13 @@ impl SessionCalls {
         let list = self
             .cache
             .get_or_insert_with(&Self::key(tenant, session), || {
-                Ok::<_, std::convert::Infallible>(Arc::default())
+                Ok::<_, std::convert::Infallible>(Arc::new(Mutex::new(Arc::new(
+                    ToolCallHistory::kept(),
+                ))))
             })
             .unwrap_or_default();
         if let Ok(mut shared) = list.lock() {
-            let l = Arc::make_mut(&mut shared);
-            if l.len() == CALLS_PER_SESSION {
-                l.remove(0);
-            }
-            l.push(tool.to_string());
+            Arc::make_mut(&mut shared).push_bounded(tool.to_string(), CALLS_PER_SESSION);
         };
     }
 }
@@ -376,12 +375,16 @@ mod tests {
             calls.record("t1", "s1", &format!("tool.{i}"));
         }
         // A call that took the list keeps what it saw.
-        assert_eq!(*before, ["a"]);
+        assert_eq!(**before, ["a"]);
         let now = calls.history("t1", "s1");
         assert_eq!(now.len(), CALLS_PER_SESSION);
         assert_eq!(now.first().map(String::as_str), Some("tool.10"));
         let last = format!("tool.{}", CALLS_PER_SESSION + 9);
         assert_eq!(now.last(), Some(&last));
+        // Each snapshot keeps its own JSON text for request_hash.
+        assert_eq!(before.kept_json(), Some("[\"a\"]"));
+        let text = serde_json::to_string(&now.to_vec()).unwrap();
+        assert_eq!(now.kept_json(), Some(text.as_str()));
         // Sessions and tenants are kept apart.
         assert!(calls.history("t2", "s1").is_empty());
         assert!(calls.history("t1", "s2").is_empty());
