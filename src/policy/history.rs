@@ -161,9 +161,10 @@ pub(crate) fn write_json_with_kept_history<T: Serialize>(
             Ok(())
         }
         None => {
-            // Not reachable for EnforcementRequest; never hash an elided list.
+            // Not reachable for EnforcementRequest; never hash an elided list (the guard has
+            // turned the elision off again, so this writes the names).
             out.truncate(start);
-            serde_json::to_writer(out, &PlainHistory(value))
+            serde_json::to_writer(out, value)
         }
     }
 }
@@ -176,22 +177,11 @@ pub(crate) const KEPT_TEXT_MIN_NAMES: usize = 16;
 fn elided_list_at(json: &[u8], field: &str) -> Option<usize> {
     let name = field.as_bytes();
     let len = name.len() + 5; // "name":[]
-    (0..json.len().saturating_sub(len - 1)).find_map(|i| {
-        let w = &json[i..i + len];
-        (w[0] == b'"' && &w[1..=name.len()] == name && &w[name.len() + 1..] == b"\":[]")
-            .then_some(i + len - 2)
-    })
-}
-
-/// `value` serialized with every history written in full (the fallback of
-/// [`write_json_with_kept_history`]).
-struct PlainHistory<'a, T>(&'a T);
-
-impl<T: Serialize> Serialize for PlainHistory<'_, T> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        ELIDE_KEPT.with(|e| e.set(false));
-        self.0.serialize(serializer)
-    }
+    json.windows(len)
+        .position(|w| {
+            w[0] == b'"' && &w[1..=name.len()] == name && &w[name.len() + 1..] == b"\":[]"
+        })
+        .map(|i| i + len - 2)
 }
 
 #[cfg(test)]
