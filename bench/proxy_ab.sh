@@ -18,11 +18,12 @@
 #   ROUNDS=10    rounds
 #   SECS=1       seconds per measurement
 #   COUNTS=1     also print, per variant, CPU time per request for each thread (from
-#                /proc/<pid>/task/*/stat) and, when `perf` is installed, futex calls, eventfd
-#                writes and context switches per request (one 3-s run each)
+#                /proc/<pid>/task/*/stat) and, when `perf` is installed, futex calls, write(2)
+#                calls (in toolgate at the default log level: tokio's eventfd wake-ups) and
+#                context switches per request (one 3-s run each)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ $# -gt 0 ] || { sed -n 2,22p "$0"; exit 64; }
+[ $# -gt 0 ] || { sed -n 2,23p "$0"; exit 64; }
 rounds="${ROUNDS:-10}"; secs="${SECS:-1}"; hold_n=0
 cargo build --release --quiet --example echo_upstream --example proxy_load --example bare_proxy
 ex=./target/release/examples

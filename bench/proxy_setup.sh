@@ -92,10 +92,11 @@ EOF
 # ---- toolgate
 start_toolgate() {  # start_toolgate NAME [BIN [VAR=VALUE...]]: sets tg_pid tg_admin tg_proxy tg_ca tg_auth tg_cred
   local d="$work/$1" b="${2:-$bin}"; mkdir -p "$d"
-  env "${@:3}" TOOLGATE_ADMIN_TOKEN=bench-admin TOOLGATE_LOG=warn \
+  # The caller's VAR=VALUE come last, so they override these defaults.
+  env TOOLGATE_ADMIN_TOKEN=bench-admin TOOLGATE_LOG=warn \
   TOOLGATE_RATE_LIMIT_PER_SECOND=1000000000 TOOLGATE_RATE_LIMIT_BURST=1000000000 \
   TOOLGATE_MAX_HELD_REQUESTS=$(( hold_n + 1024 )) TOOLGATE_MAX_PENDING_HOLDS=$(( hold_n + 10000 )) \
-  "$b" up --policy "$work/pack" --data-dir "$d/data" --ca-dir "$d/certs" --upstream-ca "$upstream_ca" \
+  "${@:3}" "$b" up --policy "$work/pack" --data-dir "$d/data" --ca-dir "$d/certs" --upstream-ca "$upstream_ca" \
     --admin-listen 127.0.0.1:0 --proxy-listen 127.0.0.1:0 --control-plane-listen 127.0.0.1:0 \
     --ready-file "$d/ready.json" 2>"$d/toolgate.log" &
   tg_pid=$!; pids+=("$tg_pid")
